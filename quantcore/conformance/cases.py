@@ -1,0 +1,99 @@
+"""Loading one test-vector case from disk, with look-ups that tolerate CMSIS-NN's naming variants."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quantcore.errors import VectorCaseError
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class VectorCase:
+    """One case: its kernel family, name, C defines and arrays (loaded lazily from the .npz)."""
+
+    kernel: str
+    name: str
+    json_path: Path
+    defines: dict[str, int | float | str]
+    array_specs: dict[str, tuple[str, int]] = field(repr=False)
+
+    @classmethod
+    def load(cls, json_path: Path) -> VectorCase:
+        try:
+            meta = json.loads(json_path.read_text())
+            return cls(
+                kernel=str(meta["kernel"]),
+                name=str(meta["case"]),
+                json_path=json_path,
+                defines=dict(meta.get("defines", {})),
+                array_specs={k: (str(v[0]), int(v[1])) for k, v in meta.get("arrays", {}).items()},
+            )
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+            raise VectorCaseError(str(json_path), f"not a valid case description ({exc})") from exc
+
+    @property
+    def npz_path(self) -> Path:
+        return self.json_path.with_suffix(".npz")
+
+    @property
+    def prefix(self) -> str:
+        """The lower-case prefix of the case's array names (its name), e.g. 'conv_2'."""
+        return self.name
+
+    @cached_property
+    def arrays(self) -> dict[str, np.ndarray[Any, Any]]:
+        try:
+            with np.load(self.npz_path) as npz:
+                return {k: npz[k] for k in npz.files}
+        except (OSError, ValueError) as exc:
+            raise VectorCaseError(str(self.npz_path), f"cannot read the arrays ({exc})") from exc
+
+    def define(self, key: str, default: Any = _MISSING) -> Any:
+        """The define `<CASE>_<key>` (e.g. define('INPUT_W') -> BASIC_INPUT_W), or `default`."""
+        full = f"{self.name.upper()}_{key}"
+        if full in self.defines:
+            return self.defines[full]
+        if default is _MISSING:
+            raise VectorCaseError(str(self.json_path), f"define {full} is missing")
+        return default
+
+    def has_define(self, key: str) -> bool:
+        return f"{self.name.upper()}_{key}" in self.defines
+
+    def array(self, *suffixes: str, required: bool = True) -> np.ndarray[Any, Any] | None:
+        """The first array `<case>_<suffix>` that exists among `suffixes` (CMSIS-NN's data mixes
+        e.g. `biases`/`bias` and `output_ref`/`output`)."""
+        for suffix in suffixes:
+            name = f"{self.prefix}_{suffix}"
+            if name in self.arrays:
+                return self.arrays[name]
+        if required:
+            wanted = " or ".join(f"{self.prefix}_{s}" for s in suffixes)
+            raise VectorCaseError(str(self.npz_path), f"array {wanted} is missing")
+        return None
+
+    def raw_array(self, name: str) -> np.ndarray[Any, Any]:
+        """An array by its full C name."""
+        if name not in self.arrays:
+            raise VectorCaseError(str(self.npz_path), f"array {name} is missing")
+        return self.arrays[name]
+
+
+def discover(root: Path) -> list[VectorCase]:
+    """Every case under `root` (any depth), sorted by kernel then case name."""
+    cases = [VectorCase.load(p) for p in sorted(root.rglob("*.json")) if p.with_suffix(".npz").exists()]
+    return sorted(cases, key=lambda c: (c.kernel, c.name))
+
+
+def layer_keys(defines: dict[str, Any], pattern: re.Pattern[str]) -> list[re.Match[str]]:
+    """Matches of `pattern` over the define names, for wiring networks from their layer names."""
+    return [m for m in (pattern.match(k) for k in defines) if m]

@@ -1,0 +1,33 @@
+"""The one error tree of quantcore.
+
+Every error a user can see derives from QuantcoreError and carries a message that names what is wrong
+(argument, file, node or line) and what was expected, so the CLI and the language server can show it as is.
+"""
+
+from __future__ import annotations
+
+
+class QuantcoreError(Exception):
+    """Base of every error quantcore raises on purpose."""
+
+
+class KernelArgumentError(QuantcoreError):
+    """A reference kernel was called with an argument CMSIS-NN would reject or mis-handle."""
+
+    def __init__(self, kernel: str, argument: str, problem: str) -> None:
+        self.kernel = kernel
+        self.argument = argument
+        self.problem = problem
+        super().__init__(f"{kernel}: argument '{argument}' {problem}")
+
+
+class VectorCaseError(QuantcoreError):
+    """A test-vector case on disk is malformed (missing array or define, unreadable file)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {problem}")
+
+
+class CmsisNnNotFound(QuantcoreError):
+    """No usable CMSIS-NN checkout was found where the product looks for one."""

@@ -1,0 +1,10 @@
+"""Bit-exact numpy reference of CMSIS-NN's integer kernels.
+
+Each kernel takes NHWC int8/int16 numpy arrays and the parameters of its CMSIS-NN counterpart (named after
+the C structs' fields), validates them as CMSIS-NN documents, and returns exactly the bytes the compiled
+kernel writes. Batches run vectorised; accumulation is exact integer arithmetic.
+"""
+
+from quantcore.kernels.requantize import Rounding
+
+__all__ = ["Rounding"]

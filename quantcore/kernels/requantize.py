@@ -1,0 +1,79 @@
+"""Requantization of accumulators exactly as CMSIS-NN's arm_nn_requantize and arm_nn_requantize_s64.
+
+Two rounding schemes exist and they give different results in the last bit:
+- DOUBLE (CMSIS-NN's default, TFLite's reference): a rounding doubling high multiply, then a rounding
+  divide by a power of two (midpoint away from zero);
+- SINGLE (the build defines CMSIS_NN_USE_SINGLE_ROUNDING): one 64-bit product, rounded once.
+The reference must follow whichever the firmware is built with.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+import numpy.typing as npt
+
+from quantcore.kernels._int import I64, wrap32
+
+ArrayLike = npt.ArrayLike
+
+
+class Rounding(enum.Enum):
+    """The requantization rounding a CMSIS-NN build uses."""
+
+    DOUBLE = "double"
+    """Default build: arm_nn_doubling_high_mult_no_sat + arm_nn_divide_by_power_of_two."""
+    SINGLE = "single"
+    """Build with CMSIS_NN_USE_SINGLE_ROUNDING defined."""
+
+    @property
+    def define(self) -> str | None:
+        """The C macro that selects this rounding, or None for the default."""
+        return "CMSIS_NN_USE_SINGLE_ROUNDING" if self is Rounding.SINGLE else None
+
+
+def doubling_high_mult(a: I64, b: ArrayLike) -> I64:
+    """arm_nn_doubling_high_mult_no_sat: (a * b + 2^30) >> 31, truncated to int32."""
+    return wrap32((a * np.asarray(b, dtype=np.int64) + (1 << 30)) >> 31)
+
+
+def divide_by_power_of_two(dividend: I64, exponent: ArrayLike) -> I64:
+    """arm_nn_divide_by_power_of_two: arithmetic shift right, midpoint rounded away from zero."""
+    exponent = np.asarray(exponent, dtype=np.int64)
+    mask = (np.int64(1) << exponent) - 1
+    remainder = dividend & mask
+    result = dividend >> exponent
+    # CMSIS-NN compares against a threshold that is one larger when the *shifted* result is negative.
+    threshold = (mask >> 1) + (result < 0)
+    return result + (remainder > threshold)
+
+
+def requantize(acc: ArrayLike, multiplier: ArrayLike, shift: ArrayLike, rounding: Rounding) -> I64:
+    """Scale int32 accumulators by Q31 `multiplier` * 2^`shift` (both broadcast against `acc`)."""
+    acc = np.asarray(acc, dtype=np.int64)
+    multiplier = np.asarray(multiplier, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    if rounding is Rounding.SINGLE:
+        total_shift = 31 - shift
+        result = (acc * multiplier) >> (total_shift - 1)
+        return wrap32((result + 1) >> 1)
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    # C computes val * (1 << left) in int32, so a large accumulator wraps before the multiply.
+    return divide_by_power_of_two(doubling_high_mult(wrap32(acc << left), multiplier), right)
+
+
+def reduce_multiplier(multiplier: ArrayLike) -> I64:
+    """REDUCE_MULTIPLIER: a Q31 multiplier rounded to the Q15 one that arm_nn_requantize_s64 takes."""
+    m = np.asarray(multiplier, dtype=np.int64)
+    return np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+
+
+def requantize_s64(acc: ArrayLike, reduced_multiplier: ArrayLike, shift: ArrayLike) -> I64:
+    """arm_nn_requantize_s64: a 64-bit accumulator times a Q15 multiplier, one rounding (int16 kernels)."""
+    acc = np.asarray(acc, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    new_val = acc * np.asarray(reduced_multiplier, dtype=np.int64)
+    result = wrap32(new_val >> (14 - shift))
+    return wrap32((result + 1) >> 1)

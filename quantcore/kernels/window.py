@@ -1,0 +1,84 @@
+"""Sliding-window geometry shared by convolution, depthwise convolution and pooling.
+
+CMSIS-NN takes one "before" padding per axis and the output size from the caller; window positions that
+fall outside the input (before or after) are padding. Padding is materialised once with a fill value and
+each kernel tap is then a strided view, so kernels loop over taps (at most kh*kw), never over pixels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from quantcore.kernels._int import Args
+
+
+@dataclass(frozen=True)
+class Window:
+    """Where each output pixel's window lies in the input, per CMSIS-NN's conv/pool geometry."""
+
+    kernel: tuple[int, int]
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
+
+    def output_hw(self, input_hw: tuple[int, int]) -> tuple[int, int]:
+        """The output size with symmetric padding (callers with TF 'SAME' pass theirs explicitly)."""
+        return (
+            _out(input_hw[0], self.kernel[0], self.stride[0], self.padding[0], self.dilation[0]),
+            _out(input_hw[1], self.kernel[1], self.stride[1], self.padding[1], self.dilation[1]),
+        )
+
+    def pad(self, x: np.ndarray[Any, Any], output_hw: tuple[int, int], fill: int) -> np.ndarray[Any, Any]:
+        """`x` (N, H, W, C) padded with `fill` so that every tap of every output pixel is in range."""
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel, self.stride, self.padding, self.dilation
+        need_h = (output_hw[0] - 1) * sh + (kh - 1) * dh + 1
+        need_w = (output_hw[1] - 1) * sw + (kw - 1) * dw + 1
+        after_h = max(0, need_h - ph - x.shape[1])
+        after_w = max(0, need_w - pw - x.shape[2])
+        widths = ((0, 0), (ph, after_h), (pw, after_w), (0, 0))
+        return np.pad(x, widths, constant_values=fill)
+
+    def taps(
+        self, padded: np.ndarray[Any, Any], output_hw: tuple[int, int]
+    ) -> Iterator[tuple[int, int, np.ndarray[Any, Any]]]:
+        """(ky, kx, view) per kernel tap; view[n, oy, ox, c] is the input that tap sees for (oy, ox)."""
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.stride, self.dilation
+        oh, ow = output_hw
+        for ky in range(kh):
+            for kx in range(kw):
+                y0, x0 = ky * dh, kx * dw
+                yield ky, kx, padded[:, y0 : y0 + (oh - 1) * sh + 1 : sh, x0 : x0 + (ow - 1) * sw + 1 : sw, :]
+
+    def im2col(self, padded: np.ndarray[Any, Any], output_hw: tuple[int, int]) -> np.ndarray[Any, Any]:
+        """(N, oh, ow, kh*kw*C) patches in CMSIS-NN's im2col order (ky, kx, c), matching OHWI filters."""
+        return np.concatenate([view for _, _, view in self.taps(padded, output_hw)], axis=-1)
+
+
+def _out(size: int, k: int, stride: int, pad: int, dilation: int) -> int:
+    return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+
+
+def check_window(
+    args: Args,
+    kernel: tuple[int, int],
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    input_hw: tuple[int, int],
+    output_hw: Any,
+) -> tuple[Window, tuple[int, int]]:
+    """Validate window parameters and the output size; returns the Window and (oh, ow)."""
+    window = Window(
+        kernel=kernel,
+        stride=args.pair("stride", stride, 1),
+        padding=args.pair("padding", padding, 0),
+        dilation=args.pair("dilation", dilation, 1),
+    )
+    hw = window.output_hw(input_hw) if output_hw is None else args.pair("output_hw", output_hw, 1)
+    if hw[0] < 1 or hw[1] < 1:
+        raise args.fail("input", f"of size {input_hw} is smaller than the kernel window {kernel} with its padding")
+    return window, hw
