@@ -1,0 +1,72 @@
+"""Reference of CMSIS-NN's arm_fully_connected_s8 (per tensor) and arm_fully_connected_per_channel_s8.
+
+Weights are [out][in] (the C's rhs, transposed), the input is (N, in) or any (N, ...) that flattens to it,
+and a weight offset (fc_params.filter_offset, for weights with a zero point) is added like the input's:
+    acc = bias[o] + sum((x + input_offset) * (w + filter_offset))
+The product is a float64 matrix product, exact for the same reason as in conv.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from quantcore.kernels._int import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, Args, wrap32
+from quantcore.kernels.requantize import Rounding, requantize
+
+Int8Array = npt.NDArray[np.int8]
+
+
+def fully_connected_s8(
+    x: Int8Array,
+    weights: Int8Array,
+    bias: npt.NDArray[np.int32] | None,
+    *,
+    multiplier: int | npt.NDArray[np.int32],
+    shift: int | npt.NDArray[np.int32],
+    input_offset: int,
+    output_offset: int,
+    filter_offset: int = 0,
+    act_min: int = INT8_MIN,
+    act_max: int = INT8_MAX,
+    rounding: Rounding = Rounding.DOUBLE,
+) -> Int8Array:
+    """Per tensor when multiplier/shift are ints, per output channel when they are int32 arrays."""
+    per_channel = isinstance(multiplier, np.ndarray)
+    args = Args("arm_fully_connected_per_channel_s8" if per_channel else "arm_fully_connected_s8")
+    x = args.array("input", x, np.int8)
+    weights = args.array("weights", weights, np.int8, ndim=2)
+    out_ch, depth = weights.shape
+    if x.ndim < 2 or int(np.prod(x.shape[1:])) != depth:
+        raise args.fail("input", f"must be (N, ...) with {depth} values per sample, got shape {x.shape}")
+    if bias is not None:
+        bias = args.array("bias", bias, np.int32, shape=(out_ch,))
+    mult, shft = _quant(args, multiplier, shift, out_ch, per_channel)
+    in_off = args.integer("input_offset", input_offset, -127, 128)
+    w_off = args.integer("filter_offset", filter_offset, -127, 128)
+    out_off = args.integer("output_offset", output_offset, INT8_MIN, INT8_MAX)
+    lo, hi = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
+
+    lhs = x.reshape(x.shape[0], depth).astype(np.float64) + in_off
+    rhs = weights.astype(np.float64).T + w_off
+    acc = (lhs @ rhs).astype(np.int64)
+    if bias is not None:
+        acc = acc + bias.astype(np.int64)
+    out = requantize(wrap32(acc), mult, shft, rounding) + out_off
+    return np.clip(out, lo, hi).astype(np.int8)
+
+
+def _quant(
+    args: Args, multiplier: Any, shift: Any, out_ch: int, per_channel: bool
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    if per_channel:
+        mult = args.array("multiplier", multiplier, np.int32, shape=(out_ch,))
+        shft = args.array("shift", shift, np.int32, shape=(out_ch,))
+        args.int_values("multiplier", mult, INT32_MIN + 1, INT32_MAX)
+        args.int_values("shift", shft, -31, 30)
+        return mult, shft
+    m = args.integer("multiplier", multiplier, INT32_MIN + 1, INT32_MAX)
+    s = args.integer("shift", shift, -31, 30)
+    return np.asarray(m, dtype=np.int64), np.asarray(s, dtype=np.int64)
