@@ -28,6 +28,10 @@ Adapter = Callable[[VectorCase, Rounding], Outcome]
 
 ADAPTERS: dict[str, Adapter] = {}
 
+# (predicate, adapter) pairs for cases recognised by their content rather than their kernel name,
+# e.g. whole networks; consulted only when no adapter is registered for the case's kernel.
+FALLBACKS: list[tuple[Callable[[VectorCase], bool], Adapter]] = []
+
 
 def adapter(*kernels: str) -> Callable[[Adapter], Adapter]:
     """Register `fn` as the adapter for each CMSIS-NN kernel family named in `kernels`."""
@@ -42,8 +46,28 @@ def adapter(*kernels: str) -> Callable[[Adapter], Adapter]:
     return register
 
 
+def fallback(predicate: Callable[[VectorCase], bool]) -> Callable[[Adapter], Adapter]:
+    """Register `fn` for every case `predicate` accepts whose kernel has no adapter of its own."""
+
+    def register(fn: Adapter) -> Adapter:
+        FALLBACKS.append((predicate, fn))
+        return fn
+
+    return register
+
+
+def adapter_for(case: VectorCase) -> Adapter | None:
+    load_adapters()
+    if case.kernel in ADAPTERS:
+        return ADAPTERS[case.kernel]
+    return next((fn for accepts, fn in FALLBACKS if accepts(case)), None)
+
+
 def outcome(actual: np.ndarray[Any, Any], expected: np.ndarray[Any, Any]) -> Outcome:
     return Outcome(np.ascontiguousarray(actual).ravel(), np.ascontiguousarray(expected).ravel())
+
+
+_loaded = False
 
 
 def load_adapters() -> dict[str, Adapter]:
@@ -53,6 +77,10 @@ def load_adapters() -> dict[str, Adapter]:
 
     from quantcore.conformance import adapters
 
+    global _loaded
+    if _loaded:
+        return ADAPTERS
+    _loaded = True
     for info in pkgutil.iter_modules(adapters.__path__):
         importlib.import_module(f"{adapters.__name__}.{info.name}")
     return ADAPTERS

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from quantcore.conformance.cases import VectorCase, discover
-from quantcore.conformance.registry import Skip, load_adapters
+from quantcore.conformance.registry import Skip, adapter_for
 from quantcore.errors import QuantcoreError
 from quantcore.kernels.requantize import Rounding
 
@@ -50,8 +50,7 @@ def compare(actual: np.ndarray, expected: np.ndarray) -> tuple[int | None, int, 
 
 
 def run_case(case: VectorCase, rounding: Rounding) -> CaseResult:
-    adapters = load_adapters()
-    fn = adapters.get(case.kernel)
+    fn = adapter_for(case)
     if fn is None:
         return CaseResult(case.kernel, case.name, Status.SKIP, f"no reference for {case.kernel} yet")
     try:

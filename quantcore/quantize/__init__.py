@@ -1,0 +1,1 @@
+"""The int8 scheme: float scales to CMSIS-NN's integer parameters."""

@@ -1,0 +1,24 @@
+"""Shared fixtures: where CMSIS-NN's test vectors are (they live next to the repo, in ../shared)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def vectors_dir() -> Path | None:
+    configured = os.environ.get("FIXPOINT_VECTORS")
+    path = Path(configured) if configured else REPO.parent / "shared" / "cmsisnn-vectors"
+    return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def vectors() -> Path:
+    path = vectors_dir()
+    if path is None:
+        pytest.skip("CMSIS-NN test vectors not found: set FIXPOINT_VECTORS to a <kernel>/<case>.npz folder")
+    return path

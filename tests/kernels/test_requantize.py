@@ -1,0 +1,76 @@
+"""arm_nn_requantize (both roundings) and arm_nn_requantize_s64, with literal integers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quantcore.kernels.requantize import (
+    Rounding,
+    divide_by_power_of_two,
+    reduce_multiplier,
+    requantize,
+    requantize_s64,
+)
+
+HALF = 1 << 30  # Q31 0.5
+
+
+def rq(acc: int, mult: int, shift: int, rounding: Rounding = Rounding.DOUBLE) -> int:
+    return int(requantize(np.array([acc]), mult, shift, rounding)[0])
+
+
+@pytest.mark.parametrize(
+    ("acc", "expected"),
+    [(100, 50), (101, 51), (-101, -50), (-99, -49), (0, 0)],
+)
+def test_doubling_high_mult_rounds_ties_up(acc: int, expected: int) -> None:
+    # (acc * 2^30 + 2^30) >> 31: ties go towards +inf, as in arm_nn_doubling_high_mult_no_sat.
+    assert rq(acc, HALF, 0) == expected
+
+
+@pytest.mark.parametrize(("dividend", "exponent", "expected"), [(-3, 1, -2), (-5, 2, -1), (3, 1, 2), (5, 2, 1)])
+def test_divide_by_power_of_two_rounds_midpoints_away_from_zero(dividend: int, exponent: int, expected: int) -> None:
+    assert int(divide_by_power_of_two(np.array([dividend]), exponent)[0]) == expected
+
+
+def test_double_and_single_rounding_differ_where_the_first_rounding_creates_a_tie() -> None:
+    # 1 * 0.5 / 2 = 0.25: double rounding gives 0.5 -> 1 then 0.5 -> 1; single rounding gives 0.
+    assert rq(1, HALF, -1, Rounding.DOUBLE) == 1
+    assert rq(1, HALF, -1, Rounding.SINGLE) == 0
+
+
+def test_single_rounding_rounds_half_up_once() -> None:
+    assert rq(3, HALF, -1, Rounding.SINGLE) == 1  # 0.75
+    assert rq(6, HALF, -1, Rounding.SINGLE) == 2  # 1.5
+    assert rq(-6, HALF, -1, Rounding.SINGLE) == -1  # -1.5 rounds towards +inf
+
+
+def test_left_shift_wraps_in_int32_before_the_multiply_like_the_c() -> None:
+    # C computes val * (1 << 2) in int32: 2^30 * 4 wraps to 0.
+    assert rq(1 << 30, HALF, 2) == 0
+    assert rq(1 << 28, HALF, 2) == 1 << 29
+
+
+def test_per_channel_broadcast_along_the_last_axis() -> None:
+    acc = np.array([[10, 10, 10], [-10, -10, -10]])
+    out = requantize(acc, np.array([HALF, HALF, 3 << 29]), np.array([0, 1, -1]), Rounding.DOUBLE)
+    assert out.tolist() == [[5, 10, 4], [-5, -10, -4]]
+
+
+def test_reduce_multiplier_to_q15() -> None:
+    assert reduce_multiplier(np.array([HALF, 0x7FFF0000, 0x7FFEFFFF, 0x7FFFFFFF])).tolist() == [
+        16384,
+        0x7FFF,
+        0x7FFF,
+        0x7FFF,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("acc", "shift", "expected"),
+    [(1000, 0, 500), (1001, 0, 501), (-1001, 0, -500), (1 << 40, -12, 1 << 27), (-(1 << 40) - 1, -12, -(1 << 27))],
+)
+def test_requantize_s64_takes_a_64_bit_accumulator(acc: int, shift: int, expected: int) -> None:
+    # Q15 0.5 times 2^shift, rounded once; the 2^40 accumulators would not survive an int32 product.
+    assert int(requantize_s64(np.array([acc]), 1 << 14, shift)[0]) == expected
