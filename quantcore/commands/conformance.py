@@ -19,7 +19,9 @@ def register(sub: Any) -> None:
         default=Rounding.DOUBLE.value,
         help="requantization rounding of the CMSIS-NN build (single = CMSIS_NN_USE_SINGLE_ROUNDING)",
     )
-    conf.add_argument("--kernel", action="append", metavar="NAME", help="only this kernel family (repeatable)")
+    conf.add_argument(
+        "--kernel", action="append", metavar="NAME", help="only this kernel family (repeatable)"
+    )
     conf.set_defaults(func=run)
 
 
@@ -33,7 +35,10 @@ def run(args: argparse.Namespace) -> int:
     rounding = Rounding(args.rounding)
     results = run_all(root, rounding, args.kernel or None, on_result=lambda r: print(r.line(), flush=True))
     if not results:
-        print(f"fixpoint conformance: no cases (<kernel>/<case>.json + .npz) found under {root}", file=sys.stderr)
+        print(
+            f"fixpoint conformance: no cases (<kernel>/<case>.json + .npz) found under {root}",
+            file=sys.stderr,
+        )
         return 2
     print(summary(results))
     return 1 if any(r.status is Status.FAIL for r in results) else 0

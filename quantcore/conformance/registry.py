@@ -12,7 +12,7 @@ from quantcore.conformance.cases import VectorCase
 from quantcore.kernels.requantize import Rounding
 
 
-class Skip(Exception):  # noqa: N818 - a control-flow signal, not an error the user sees as such
+class Skip(Exception):
     """Raised by an adapter for a case it cannot run yet; the message is the reason printed."""
 
 

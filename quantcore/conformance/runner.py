@@ -43,9 +43,13 @@ def compare(actual: np.ndarray, expected: np.ndarray) -> tuple[int | None, int, 
     if diff.size == 0:
         return None, 0, f"{actual.size} values identical"
     i = int(diff[0])
-    return i, int(diff.size), (
-        f"first difference at index {i}: got {int(actual[i])}, expected {int(expected[i])}"
-        f" ({diff.size} of {actual.size} values differ)"
+    return (
+        i,
+        int(diff.size),
+        (
+            f"first difference at index {i}: got {int(actual[i])}, expected {int(expected[i])}"
+            f" ({diff.size} of {actual.size} values differ)"
+        ),
     )
 
 

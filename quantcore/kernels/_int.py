@@ -46,7 +46,9 @@ class Args:
     ) -> np.ndarray[Any, Any]:
         """Return `value` as an ndarray, after checking its dtype exactly (no silent casts) and its shape."""
         if not isinstance(value, np.ndarray):
-            raise self.fail(name, f"must be a numpy array of {np.dtype(dtype).name}, got {type(value).__name__}")
+            raise self.fail(
+                name, f"must be a numpy array of {np.dtype(dtype).name}, got {type(value).__name__}"
+            )
         if value.dtype != np.dtype(dtype):
             raise self.fail(name, f"must have dtype {np.dtype(dtype).name}, got {value.dtype.name}")
         if ndim is not None and value.ndim != ndim:

@@ -168,9 +168,6 @@ def _finish(
 ) -> Int8Array:
     """Add bias, requantize per channel (the last axis), add the output offset, clamp, narrow to int8."""
     bias, multiplier, shift = quant
-    if bias is not None:
-        acc = wrap32(acc + bias.astype(np.int64))
-    else:
-        acc = wrap32(acc)
+    acc = wrap32(acc if bias is None else acc + bias.astype(np.int64))
     out = requantize(acc, multiplier, shift, rounding) + output_offset
     return np.clip(out, clamp[0], clamp[1]).astype(np.int8)

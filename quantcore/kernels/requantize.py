@@ -40,13 +40,13 @@ def doubling_high_mult(a: I64, b: ArrayLike) -> I64:
 
 def divide_by_power_of_two(dividend: I64, exponent: ArrayLike) -> I64:
     """arm_nn_divide_by_power_of_two: arithmetic shift right, midpoint rounded away from zero."""
-    exponent = np.asarray(exponent, dtype=np.int64)
-    mask = (np.int64(1) << exponent) - 1
-    remainder = dividend & mask
-    result = dividend >> exponent
+    exp: I64 = np.asarray(exponent, dtype=np.int64)
+    mask: I64 = (np.int64(1) << exp) - 1
+    result: I64 = dividend >> exp
     # CMSIS-NN compares against a threshold that is one larger when the *shifted* result is negative.
-    threshold = (mask >> 1) + (result < 0)
-    return result + (remainder > threshold)
+    threshold: I64 = (mask >> 1) + (result < 0)
+    rounded: I64 = result + ((dividend & mask) > threshold)
+    return rounded
 
 
 def requantize(acc: ArrayLike, multiplier: ArrayLike, shift: ArrayLike, rounding: Rounding) -> I64:
@@ -61,7 +61,26 @@ def requantize(acc: ArrayLike, multiplier: ArrayLike, shift: ArrayLike, rounding
     left = np.maximum(shift, 0)
     right = np.maximum(-shift, 0)
     # C computes val * (1 << left) in int32, so a large accumulator wraps before the multiply.
-    return divide_by_power_of_two(doubling_high_mult(wrap32(acc << left), multiplier), right)
+    value = wrap32(acc << left) if left.any() else acc
+    # arm_nn_doubling_high_mult_no_sat, in place: the multiplier is never INT32_MIN (kernels validate
+    # it), so the high word always fits in int32 and needs no wrap.
+    high: I64 = value * multiplier
+    high += 1 << 30
+    high >>= 31
+    return _round_shift_right(high, right)
+
+
+def _round_shift_right(value: I64, exponent: I64) -> I64:
+    """divide_by_power_of_two in two passes: add the rounding nudge, shift.
+
+    The C rounds up when the remainder exceeds 2^(e-1) - 1, or 2^(e-1) for negative values; that is
+    floor((v + 2^(e-1) - [v < 0]) / 2^e) for e >= 1 and v itself for e = 0.
+    """
+    nudge_pos = (np.int64(1) << exponent) >> 1
+    nudge_neg = nudge_pos - (exponent > 0)
+    value += np.where(value < 0, nudge_neg, nudge_pos)
+    value >>= exponent
+    return value
 
 
 def reduce_multiplier(multiplier: ArrayLike) -> I64:

@@ -80,5 +80,7 @@ def check_window(
     )
     hw = window.output_hw(input_hw) if output_hw is None else args.pair("output_hw", output_hw, 1)
     if hw[0] < 1 or hw[1] < 1:
-        raise args.fail("input", f"of size {input_hw} is smaller than the kernel window {kernel} with its padding")
+        raise args.fail(
+            "input", f"of size {input_hw} is smaller than the kernel window {kernel} with its padding"
+        )
     return window, hw

@@ -57,8 +57,12 @@ def test_networks_are_wired_from_layer_names_not_from_their_case_name(vectors: P
     assert (result.kernel, result.case, result.status) == ("arm_kws_tiny_s8", "kws_tiny", Status.PASS)
 
 
-def test_a_network_with_a_layer_missing_its_weights_fails_naming_the_array(vectors: Path, tmp_path: Path) -> None:
-    copied = _copy_case(vectors / "arm_ds_cnn_s_s8" / "ds_cnn_s.json", tmp_path, "arm_ds_cnn_s_s8", "ds_cnn_s")
+def test_a_network_with_a_layer_missing_its_weights_fails_naming_the_array(
+    vectors: Path, tmp_path: Path
+) -> None:
+    copied = _copy_case(
+        vectors / "arm_ds_cnn_s_s8" / "ds_cnn_s.json", tmp_path, "arm_ds_cnn_s_s8", "ds_cnn_s"
+    )
     arrays = dict(np.load(copied.with_suffix(".npz")))
     del arrays["ds_cnn_s_layer_5_conv_2d_weights"]
     np.savez(copied.with_suffix(".npz"), **arrays)

@@ -49,7 +49,9 @@ def test_padding_counts_as_the_input_zero_point() -> None:
     quant = {"multiplier": np.full(4, 1_500_000_000, np.int32), "shift": np.full(4, -9, np.int32)}
     zero_point = -100
     padded = np.pad(x, ((0, 0), (1, 1), (2, 2), (0, 0)), constant_values=zero_point)
-    implicit = convolve_s8(x, w, bias, input_offset=100, output_offset=3, padding=(1, 2), output_hw=(5, 8), **quant)
+    implicit = convolve_s8(
+        x, w, bias, input_offset=100, output_offset=3, padding=(1, 2), output_hw=(5, 8), **quant
+    )
     explicit = convolve_s8(padded, w, bias, input_offset=100, output_offset=3, **quant)
     assert np.array_equal(implicit, explicit)
 
@@ -76,7 +78,12 @@ def test_grouped_conv_is_independent_convs_per_group() -> None:
     rng = np.random.default_rng(3)
     x = rng.integers(-128, 128, (1, 4, 4, 4), dtype=np.int8)
     w = rng.integers(-127, 128, (6, 2, 2, 2), dtype=np.int8)
-    kw = {"multiplier": np.full(6, HALF, np.int32), "shift": np.full(6, -6, np.int32), "input_offset": 1, "output_offset": 0}
+    kw = {
+        "multiplier": np.full(6, HALF, np.int32),
+        "shift": np.full(6, -6, np.int32),
+        "input_offset": 1,
+        "output_offset": 0,
+    }
     grouped = convolve_s8(x, w, None, **kw)
     kw3 = {**kw, "multiplier": np.full(3, HALF, np.int32), "shift": np.full(3, -6, np.int32)}
     first = convolve_s8(np.ascontiguousarray(x[..., :2]), w[:3], None, **kw3)
@@ -97,14 +104,20 @@ def test_depthwise_channel_multiplier_by_hand() -> None:
         input_offset=0,
         output_offset=0,
     )
-    # ch0 m0: 1*1 + 2*1 = 3; ch0 m1: 1*2 + 2*1 = 4; ch1 m0: 10*3 + 20*1 = 50; ch1 m1: 10*4 + 20*1 + 100 = 160 -> 127
+    # ch0 m0: 1*1 + 2*1 = 3; ch0 m1: 1*2 + 2*1 = 4; ch1 m0: 10*3 + 20*1 = 50;
+    # ch1 m1: 10*4 + 20*1 + 100 = 160, clamped to 127
     assert out.ravel().tolist() == [3, 4, 50, 127]
 
 
 def test_single_rounding_changes_the_result() -> None:
     x = np.full((1, 1, 1, 1), 1, np.int8)
     w = np.ones((1, 1, 1, 1), np.int8)
-    kw = {"multiplier": np.array([HALF], np.int32), "shift": np.array([-1], np.int32), "input_offset": 0, "output_offset": 0}
+    kw = {
+        "multiplier": np.array([HALF], np.int32),
+        "shift": np.array([-1], np.int32),
+        "input_offset": 0,
+        "output_offset": 0,
+    }
     assert convolve_s8(x, w, None, **kw).item() == 1
     assert convolve_s8(x, w, None, rounding=Rounding.SINGLE, **kw).item() == 0
 
@@ -139,7 +152,7 @@ def test_input_smaller_than_the_window_is_rejected() -> None:
 
 
 def test_depthwise_rejects_output_channels_not_a_multiple_of_input() -> None:
-    with pytest.raises(KernelArgumentError, match="'weights'.*multiple"):
+    with pytest.raises(KernelArgumentError, match=r"'weights'.*multiple"):
         depthwise_conv_s8(
             np.zeros((1, 2, 2, 2), np.int8),
             np.zeros((1, 1, 1, 3), np.int8),

@@ -35,13 +35,17 @@ def test_per_channel_by_hand() -> None:
 
 def test_filter_offset_applies_to_every_weight() -> None:
     # (x + 1) . (w + 1): row 0 = 2*2 + 3*2 + 4*2 = 18, row 1 = 2*2 + 3*0 + 4*1 = 8
-    out = fully_connected_s8(X, W, None, multiplier=HALF, shift=1, input_offset=1, output_offset=0, filter_offset=1)
+    out = fully_connected_s8(
+        X, W, None, multiplier=HALF, shift=1, input_offset=1, output_offset=0, filter_offset=1
+    )
     assert out.tolist() == [[18, 8]]
 
 
 def test_batches_and_nhwc_inputs_flatten() -> None:
     x = np.arange(-6, 6, dtype=np.int8).reshape(4, 1, 1, 3)
-    flat = fully_connected_s8(x.reshape(4, 3), W, BIAS, multiplier=HALF, shift=1, input_offset=0, output_offset=0)
+    flat = fully_connected_s8(
+        x.reshape(4, 3), W, BIAS, multiplier=HALF, shift=1, input_offset=0, output_offset=0
+    )
     nhwc = fully_connected_s8(x, W, BIAS, multiplier=HALF, shift=1, input_offset=0, output_offset=0)
     assert np.array_equal(flat, nhwc)
     assert flat[:, 0].tolist() == [-14, -5, 4, 13]  # sum of each row plus bias 1
@@ -64,5 +68,7 @@ def test_bad_arguments_name_the_argument(kwargs: dict[str, object], argument: st
 
 
 def test_input_depth_must_match_the_weights() -> None:
-    with pytest.raises(KernelArgumentError, match="'input'.*3 values per sample"):
-        fully_connected_s8(np.zeros((1, 4), np.int8), W, BIAS, multiplier=HALF, shift=0, input_offset=0, output_offset=0)
+    with pytest.raises(KernelArgumentError, match=r"'input'.*3 values per sample"):
+        fully_connected_s8(
+            np.zeros((1, 4), np.int8), W, BIAS, multiplier=HALF, shift=0, input_offset=0, output_offset=0
+        )

@@ -29,8 +29,12 @@ def test_doubling_high_mult_rounds_ties_up(acc: int, expected: int) -> None:
     assert rq(acc, HALF, 0) == expected
 
 
-@pytest.mark.parametrize(("dividend", "exponent", "expected"), [(-3, 1, -2), (-5, 2, -1), (3, 1, 2), (5, 2, 1)])
-def test_divide_by_power_of_two_rounds_midpoints_away_from_zero(dividend: int, exponent: int, expected: int) -> None:
+@pytest.mark.parametrize(
+    ("dividend", "exponent", "expected"), [(-3, 1, -2), (-5, 2, -1), (3, 1, 2), (5, 2, 1)]
+)
+def test_divide_by_power_of_two_rounds_midpoints_away_from_zero(
+    dividend: int, exponent: int, expected: int
+) -> None:
     assert int(divide_by_power_of_two(np.array([dividend]), exponent)[0]) == expected
 
 
@@ -69,7 +73,13 @@ def test_reduce_multiplier_to_q15() -> None:
 
 @pytest.mark.parametrize(
     ("acc", "shift", "expected"),
-    [(1000, 0, 500), (1001, 0, 501), (-1001, 0, -500), (1 << 40, -12, 1 << 27), (-(1 << 40) - 1, -12, -(1 << 27))],
+    [
+        (1000, 0, 500),
+        (1001, 0, 501),
+        (-1001, 0, -500),
+        (1 << 40, -12, 1 << 27),
+        (-(1 << 40) - 1, -12, -(1 << 27)),
+    ],
 )
 def test_requantize_s64_takes_a_64_bit_accumulator(acc: int, shift: int, expected: int) -> None:
     # Q15 0.5 times 2^shift, rounded once; the 2^40 accumulators would not survive an int32 product.

@@ -41,7 +41,12 @@ def _common(case: VectorCase, rounding: Rounding) -> dict[str, object]:
 
 
 def _input(case: VectorCase) -> np.ndarray:
-    shape = (case.define("INPUT_BATCHES"), case.define("INPUT_H"), case.define("INPUT_W"), case.define("IN_CH"))
+    shape = (
+        case.define("INPUT_BATCHES"),
+        case.define("INPUT_H"),
+        case.define("INPUT_W"),
+        case.define("IN_CH"),
+    )
     return case.array("input").reshape(shape)
 
 
@@ -58,7 +63,9 @@ def conv_s8(case: VectorCase, rounding: Rounding) -> Outcome:
 
 @adapter("arm_depthwise_conv_s8", "arm_depthwise_conv_s8_opt", "arm_depthwise_conv_3x3_s8")
 def depthwise_s8(case: VectorCase, rounding: Rounding) -> Outcome:
-    weights = case.array("weights").reshape(1, case.define("FILTER_Y"), case.define("FILTER_X"), case.define("OUT_CH"))
+    weights = case.array("weights").reshape(
+        1, case.define("FILTER_Y"), case.define("FILTER_X"), case.define("OUT_CH")
+    )
     bias = case.array("biases", "bias", required=False)
     out = depthwise_conv_s8(_input(case), weights, bias, **_common(case, rounding))
     return outcome(out, case.array("output_ref", "output"))
