@@ -1,0 +1,32 @@
+# Fixpoint's two entry points. Each one is self-sufficient on a fresh Debian 12 machine with python3.11
+# (venv), gcc, g++, make, cmake and git: it creates .venv if missing and installs the project into it.
+#   make demo   the main job: conformance of the reference kernels, then the ds_cnn_s benchmark
+#   make test   the test suite (pytest)
+VECTORS ?= ../shared/cmsisnn-vectors
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+# Reinstalled only when pyproject.toml changes; the install is editable, so code edits need none.
+INSTALLED := $(VENV)/.fixpoint-installed
+
+.PHONY: demo test install
+
+install: $(INSTALLED)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $@
+
+demo: $(INSTALLED)
+	@echo "== 1/2 conformance: the numpy reference kernels against CMSIS-NN's test vectors in $(VECTORS)"
+	$(BIN)/fixpoint conformance --vectors $(VECTORS)
+	@echo
+	@echo "== 2/2 benchmark: reference executor vs compiled CMSIS-NN (host) on ds_cnn_s, 1000 random inputs"
+	@echo "   (the CMSIS-NN side needs a checkout; see 'fixpoint cmsis-nn status')"
+	$(BIN)/python bench/ds_cnn_s.py --vectors $(VECTORS)
+
+test: $(INSTALLED)
+	$(BIN)/pytest

@@ -1,0 +1,296 @@
+"""The user's CMSIS-NN checkout: finding it, installing one into the per-user cache, building it for the host.
+
+Fixpoint never ships CMSIS-NN (Apache-2.0, Arm's repository); it works against a checkout the user
+provides. `locate` looks, in order, at an explicit path (a setting), the FIXPOINT_CMSIS_NN environment
+variable and the cache directory `$XDG_CACHE_HOME/fixpoint/cmsis-nn` that `install` fills. A directory
+is a checkout when it holds Include/arm_nnfunctions.h. An explicit choice that is wrong is reported, never
+silently replaced by the next place, so the user always knows which CMSIS-NN the results come from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from quantcore.errors import CmsisNnNotFound, QuantcoreError
+from quantcore.kernels.requantize import Rounding
+
+ENV_VAR = "FIXPOINT_CMSIS_NN"
+GIT_URL = "https://github.com/ARM-software/CMSIS-NN.git"
+TARGET_VERSION = "v7.0.0"
+"""The CMSIS-NN release the reference kernels follow (checked bit-exact on v7.0.0 plus 43 commits)."""
+MARKER = Path("Include") / "arm_nnfunctions.h"
+LIBRARY = "libcmsis-nn.a"
+"""CMake's name for the `cmsis-nn` target's static library (note the dash)."""
+
+
+class CmsisNnInstallError(QuantcoreError):
+    """`install` could not clone, check out or place a CMSIS-NN checkout."""
+
+
+class CmsisNnBuildError(QuantcoreError):
+    """Building CMSIS-NN (or a program against it) for the host failed."""
+
+
+@dataclass(frozen=True)
+class CmsisNn:
+    """A CMSIS-NN checkout and where it was found."""
+
+    path: Path
+    """The checkout's root (it holds Include/arm_nnfunctions.h)."""
+    source: str
+    """Where it came from: "setting", "env" (FIXPOINT_CMSIS_NN) or "cache"."""
+    version: str | None
+    """The newest <release version> in ARM.CMSIS-NN.pdsc; git checkouts, tags included, say 0.0.0."""
+    commit: str | None
+    """HEAD's full commit hash when the checkout is a git work tree of its own, else None."""
+    describe: str | None = None
+    """`git describe --tags --dirty`, e.g. v7.0.0-43-g99f736a6: the readable form of `commit`."""
+
+    @property
+    def include_dir(self) -> Path:
+        return self.path / "Include"
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.describe and self.describe.endswith("-dirty"))
+
+
+def cache_root() -> Path:
+    """Fixpoint's per-user cache: $XDG_CACHE_HOME/fixpoint, by default ~/.cache/fixpoint."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "fixpoint"
+
+
+def cache_checkout() -> Path:
+    """Where `install` puts the checkout and `locate` looks last."""
+    return cache_root() / "cmsis-nn"
+
+
+def how_to_provide() -> str:
+    return (
+        f"Provide one with `fixpoint cmsis-nn install {GIT_URL}` (or `fixpoint cmsis-nn install "
+        f"<path to a CMSIS-NN git checkout>`), which clones it into {cache_checkout()}, or point "
+        f"{ENV_VAR} at a checkout (a directory containing {MARKER})."
+    )
+
+
+def locate(setting: str | os.PathLike[str] | None = None) -> CmsisNn:
+    """The checkout to use: `setting`, else $FIXPOINT_CMSIS_NN, else the cache; CmsisNnNotFound if none."""
+    if setting:
+        return _checkout(Path(setting), "setting", "the CMSIS-NN path setting")
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return _checkout(Path(env), "env", f"{ENV_VAR}={env}")
+    cache = cache_checkout()
+    if cache.exists():
+        return _checkout(cache, "cache", "Fixpoint's cache")
+    raise CmsisNnNotFound(
+        f"no CMSIS-NN checkout found: no path setting, {ENV_VAR} is not set and {cache} does not exist. "
+        + how_to_provide()
+    )
+
+
+def _checkout(path: Path, source: str, origin: str) -> CmsisNn:
+    path = path.expanduser().resolve()
+    if not (path / MARKER).is_file():
+        raise CmsisNnNotFound(
+            f"{path} (from {origin}) is not a CMSIS-NN checkout: {MARKER} is missing. " + how_to_provide()
+        )
+    return describe_checkout(path, source)
+
+
+def describe_checkout(path: Path, source: str) -> CmsisNn:
+    commit = describe = None
+    if _is_git_root(path):
+        commit = _git(path, "rev-parse", "HEAD")
+        describe = _git(path, "describe", "--tags", "--always", "--dirty")
+    return CmsisNn(path, source, pdsc_version(path), commit, describe)
+
+
+def pdsc_version(path: Path) -> str | None:
+    """The newest <release version="..."> of the checkout's ARM.CMSIS-NN.pdsc, or None if unreadable."""
+    try:
+        root = ET.parse(path / "ARM.CMSIS-NN.pdsc").getroot()
+    except (OSError, ET.ParseError):
+        return None
+    versions = [r.get("version") or "" for r in root.iter() if _local_name(r.tag) == "release"]
+    versions = [v for v in versions if v]
+    return max(versions, key=_version_key) if versions else None
+
+
+def _local_name(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def _git(path: Path, *args: str) -> str | None:
+    """stdout of `git -C path args...`, or None when git is missing or the command fails."""
+    try:
+        done = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, check=False)
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _is_git_root(path: Path) -> bool:
+    # A copy of CMSIS-NN inside some other repository must not report that repository's commit.
+    top = _git(path, "rev-parse", "--show-toplevel")
+    return top is not None and Path(top).resolve() == path.resolve()
+
+
+def _is_repository(path: Path) -> bool:
+    """A work tree's root or a bare repository: something `git clone` accepts as a local source."""
+    return _is_git_root(path) or _git(path, "rev-parse", "--is-bare-repository") == "true"
+
+
+# ---------------------------------------------------------------------------------------------- install
+
+
+def install(source: str, ref: str | None = None, force: bool = False) -> CmsisNn:
+    """Clone `source` (git URL, local checkout or bare repository) into the cache, at `ref` if given.
+
+    The clone is made in a temporary directory beside the cache entry and renamed into place, so the
+    cache never holds a half-cloned checkout. An existing checkout at a different commit is kept
+    unless `force`; reinstalling the same commit is a no-op.
+    """
+    if shutil.which("git") is None:
+        raise CmsisNnInstallError("git is not installed; install git (e.g. `apt-get install git`) and retry")
+    dest = cache_checkout()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".cmsis-nn-install-", dir=dest.parent))
+    try:
+        new = staging / "cmsis-nn"
+        _clone(source, new, ref)
+        if dest.exists() or dest.is_symlink():
+            old = describe_checkout(dest, "cache") if (dest / MARKER).is_file() else None
+            fresh = describe_checkout(new, "cache")
+            if old is not None and old.commit is not None and not old.dirty and old.commit == fresh.commit:
+                return old
+            if not force:
+                raise CmsisNnInstallError(_refusal(dest, old, fresh))
+            dest.rename(staging / "previous")
+        new.rename(dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return describe_checkout(dest, "cache")
+
+
+def _clone(source: str, dest: Path, ref: str | None) -> None:
+    local = Path(source).expanduser()
+    where = str(local.resolve()) if local.exists() else source
+    if local.is_dir() and not _is_repository(local):
+        raise CmsisNnInstallError(
+            f"{source} is not a git repository, so it cannot be cloned; "
+            f"set {ENV_VAR}={where} to use it where it is"
+        )
+    _git_or_fail(["clone", "--quiet", "--", where, str(dest)], f"cloning {source}")
+    if ref:
+        _git_or_fail(
+            ["-C", str(dest), "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", ref],
+            f"checking out {ref!r} in the clone of {source}",
+        )
+    if not (dest / MARKER).is_file():
+        at = f" at {ref}" if ref else ""
+        raise CmsisNnInstallError(f"{source}{at} is not CMSIS-NN: the clone has no {MARKER}")
+
+
+def _git_or_fail(args: list[str], doing: str) -> None:
+    done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CmsisNnInstallError(f"{doing} failed: {done.stderr.strip() or done.stdout.strip()}")
+
+
+def _refusal(dest: Path, old: CmsisNn | None, fresh: CmsisNn) -> str:
+    what = (
+        f"CMSIS-NN {old.describe or old.commit or 'without git history'}"
+        if old
+        else "a non-CMSIS-NN directory"
+    )
+    return (
+        f"{dest} already holds {what}, not {fresh.describe} ({fresh.commit}); "
+        f"rerun with --force to replace it, or set {ENV_VAR} to use the other checkout without replacing it"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- build
+
+
+def source_key(checkout: CmsisNn) -> str:
+    """What identifies the sources of a build: the commit of a clean git checkout, else a content hash."""
+    if checkout.commit and not checkout.dirty:
+        return checkout.commit[:12]
+    digest = hashlib.sha256()
+    for file in sorted(
+        p for d in ("Include", "Source") for p in (checkout.path / d).rglob("*") if p.is_file()
+    ):
+        digest.update(str(file.relative_to(checkout.path)).encode() + b"\0" + file.read_bytes())
+    if (checkout.path / "CMakeLists.txt").is_file():
+        digest.update((checkout.path / "CMakeLists.txt").read_bytes())
+    return "tree-" + digest.hexdigest()[:12]
+
+
+def host_build_dir(checkout: CmsisNn, rounding: Rounding) -> Path:
+    return cache_root() / "build" / f"host-{source_key(checkout)}-{rounding.value}"
+
+
+def build_host_library(checkout: CmsisNn, rounding: Rounding = Rounding.DOUBLE) -> Path:
+    """Build libcmsis-nn.a for this machine (CMake, Release) and return its path; reuses a finished build.
+
+    The build directory is keyed by the sources and the rounding, because CMSIS_NN_USE_SINGLE_ROUNDING
+    changes results and the reference must be compared with the library built the same way.
+    """
+    build = host_build_dir(checkout, rounding)
+    library = build / LIBRARY
+    if library.is_file():
+        return library
+    if shutil.which("cmake") is None:
+        raise CmsisNnBuildError("cmake is not installed; install cmake (and gcc, g++, make) and retry")
+    build.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(build.parent / f"{build.name}.lock"):
+        if not library.is_file():
+            _cmake_build(checkout.path, build, rounding)
+    if not library.is_file():
+        raise CmsisNnBuildError(f"CMake finished but {library} is missing; see {build}")
+    return library
+
+
+def _cmake_build(nn: Path, build: Path, rounding: Rounding) -> None:
+    configure = ["cmake", "-S", str(nn), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"]
+    if rounding.define:
+        configure.append(f"-DCMAKE_C_FLAGS=-D{rounding.define}")
+    run_checked(configure, "configuring CMSIS-NN")
+    jobs = str(os.cpu_count() or 1)
+    run_checked(["cmake", "--build", str(build), "--target", "cmsis-nn", "-j", jobs], "building CMSIS-NN")
+
+
+def run_checked(args: list[str], doing: str) -> None:
+    """Run a build command; on failure raise CmsisNnBuildError with the command and its output's tail."""
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
+        raise CmsisNnBuildError(f"{doing} failed (exit {done.returncode}): {' '.join(args)}\n{tail}")
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    # Two test processes building the same configuration must not run CMake in one directory at once.
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
