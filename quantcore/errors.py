@@ -31,3 +31,22 @@ class VectorCaseError(QuantcoreError):
 
 class CmsisNnNotFound(QuantcoreError):
     """No usable CMSIS-NN checkout was found where the product looks for one."""
+
+
+class ModelError(QuantcoreError):
+    """A model file that cannot be read or imported: corrupt, truncated, dynamic shapes, NaN weights."""
+
+    def __init__(self, path: str, problem: str, node: str | None = None) -> None:
+        self.path = path
+        self.node = node
+        where = f"{path}: node {node!r}: " if node else f"{path}: "
+        super().__init__(where + problem)
+
+
+class UnsupportedError(ModelError):
+    """An operator or attribute CMSIS-NN cannot run; the message names the node, its op type and why."""
+
+    def __init__(self, path: str, node: str, op_type: str, reason: str) -> None:
+        self.op_type = op_type
+        self.reason = reason
+        super().__init__(path, f"{op_type} is not supported: {reason}", node)
