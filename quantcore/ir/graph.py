@@ -167,7 +167,9 @@ class Graph:
             seen_nodes.add(node.name)
             for name in node.inputs:
                 if name and name not in defined:
-                    raise GraphError(f"node {node.name!r} ({node.op.json_name}) reads {name!r} before it is produced")
+                    raise GraphError(
+                        f"node {node.name!r} ({node.op.json_name}) reads {name!r} before it is produced"
+                    )
             for name in node.outputs:
                 if name in defined:
                     raise GraphError(f"tensor {name!r} is produced twice (again by node {node.name!r})")

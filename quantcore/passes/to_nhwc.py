@@ -1,0 +1,141 @@
+"""NCHW -> NHWC, CMSIS-NN's layout: 4-D activations are transposed, weights re-laid out, axes remapped.
+
+Conv weights become OHWI; a conv with groups == C_in becomes DEPTHWISE_CONV2D with (1, kh, kw, C*m)
+weights; a global average pool becomes an average pool over the whole plane. Flattening a 4-D tensor
+reads its elements in a different order in NHWC, so for Flatten -> FullyConnected the FC weight columns
+are permuted instead (no runtime cost); any other reshape of a 4-D tensor gets an explicit transpose.
+"""
+
+from __future__ import annotations
+
+from itertools import count
+
+import numpy as np
+
+from quantcore.ir import Graph, Layout, Node, Op, Tensor
+
+TO_NHWC = (0, 2, 3, 1)
+TO_NCHW = (0, 3, 1, 2)
+
+
+def to_nhwc(graph: Graph) -> Graph:
+    if any(t.layout is Layout.NHWC for t in graph.tensors.values()):
+        return graph
+    four_d = {n for n, t in graph.tensors.items() if not t.is_constant and len(t.shape) == 4}
+    tensors = {
+        n: t.evolve(shape=tuple(t.shape[i] for i in TO_NHWC), layout=Layout.NHWC) if n in four_d else t
+        for n, t in graph.tensors.items()
+    }
+    new = graph.evolve(tensors=tensors)
+    fresh = count()
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        rewritten, new = _rewrite(graph, new, node, four_d, fresh)
+        nodes.extend(rewritten)
+    return new.evolve(nodes=nodes, meta={**graph.meta, "layout": "NHWC"}).prune()
+
+
+def _rewrite(old: Graph, new: Graph, node: Node, four_d: set[str], fresh: count) -> tuple[list[Node], Graph]:
+    x = node.inputs[0] if node.inputs else ""
+    if node.op is Op.CONV2D:
+        return _conv(old, new, node)
+    if node.op is Op.GLOBAL_AVG_POOL:
+        _, _, h, w = old.tensor(x).shape
+        attrs = {"kernel": (h, w), "strides": (1, 1), "pads": (0, 0, 0, 0), "count_include_pad": False}
+        return [Node(node.name, Op.AVG_POOL, node.inputs, node.outputs, attrs)], new
+    if node.op in (Op.SOFTMAX, Op.CONCAT) and x in four_d:
+        return [node.with_attrs(axis=TO_NHWC.index(node.attr("axis")))], new
+    if node.op is Op.PAD and x in four_d:
+        pads = node.attr("pads")
+        return [
+            node.with_attrs(pads=tuple(pads[i] for i in TO_NHWC) + tuple(pads[4 + i] for i in TO_NHWC))
+        ], new
+    if node.op in (Op.ADD, Op.MUL):
+        return [node], _broadcast_constants_nhwc(new, node)
+    if node.op is Op.RESHAPE and (x in four_d or node.outputs[0] in four_d):
+        return _reshape(old, new, node, four_d, fresh)
+    if node.op is Op.TRANSPOSE and (x in four_d or node.outputs[0] in four_d):
+        return [
+            node.with_attrs(perm=_transpose_perm(node.attr("perm"), x in four_d, node.outputs[0] in four_d))
+        ], new
+    return [node], new
+
+
+def _conv(old: Graph, new: Graph, node: Node) -> tuple[list[Node], Graph]:
+    w = old.constant(node.inputs[1])
+    c_in = old.tensor(node.inputs[0]).shape[1]
+    groups = node.attr("groups", 1)
+    name = f"{node.name}.weight.nhwc"
+    if groups > 1 and groups == c_in and w.shape[1] == 1:
+        dw = w.transpose(1, 2, 3, 0)  # (C*m, 1, kh, kw) -> (1, kh, kw, C*m): channel c*m+j reads input c
+        new = new.with_tensors(Tensor(name, dw.shape, data=np.ascontiguousarray(dw)))
+        attrs = {k: v for k, v in node.attrs.items() if k != "groups"}
+        attrs["kernel"] = dw.shape[1:3]
+        return [
+            Node(node.name, Op.DEPTHWISE_CONV2D, (node.inputs[0], name, node.inputs[2]), node.outputs, attrs)
+        ], new
+    ohwi = np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+    new = new.with_tensors(Tensor(name, ohwi.shape, data=ohwi))
+    return [node.evolve(inputs=(node.inputs[0], name, node.inputs[2]))], new
+
+
+def _broadcast_constants_nhwc(graph: Graph, node: Node) -> Graph:
+    """A constant operand broadcasting against a 4-D NCHW tensor is re-laid out the same way."""
+    for name in node.inputs:
+        tensor = graph.tensor(name)
+        out = graph.tensor(node.outputs[0])
+        if tensor.data is None or out.layout is not Layout.NHWC or tensor.data.ndim < 2:
+            continue
+        data = tensor.data.reshape((1,) * (4 - tensor.data.ndim) + tensor.data.shape).transpose(TO_NHWC)
+        graph = graph.with_tensors(tensor.evolve(shape=data.shape, data=np.ascontiguousarray(data)))
+    return graph
+
+
+def _reshape(old: Graph, new: Graph, node: Node, four_d: set[str], fresh: count) -> tuple[list[Node], Graph]:
+    x, y = node.inputs[0], node.outputs[0]
+    shape = old.tensor(x).shape
+    if x in four_d and y not in four_d and shape[2] * shape[3] == 1:
+        return [node], new  # (N, C, 1, 1) flattens to the same order in both layouts
+    consumers = old.consumers(y)
+    if x in four_d and len(shape) == 4 and len(node.attr("shape")) == 2 and _only_fc(consumers, y, old):
+        return [node], _permute_fc_columns(old, new, consumers[0], shape)
+    nodes = []
+    src = x
+    if x in four_d:  # restore NCHW element order, reshape as the model did
+        src = f"{x}.nchw{next(fresh)}"
+        new = new.with_tensors(Tensor(src, shape, layout=Layout.NCHW))
+        nodes.append(Node(f"{node.name}.to_nchw", Op.TRANSPOSE, (x,), (src,), {"perm": TO_NCHW}))
+    if y in four_d:
+        tmp = f"{y}.nchw{next(fresh)}"
+        new = new.with_tensors(Tensor(tmp, old.tensor(y).shape, layout=Layout.NCHW))
+        nodes.append(node.evolve(inputs=(src,), outputs=(tmp,)))
+        nodes.append(Node(f"{node.name}.to_nhwc", Op.TRANSPOSE, (tmp,), (y,), {"perm": TO_NHWC}))
+    else:
+        nodes.append(node.evolve(inputs=(src,)))
+    return nodes, new
+
+
+def _only_fc(consumers: list[Node], y: str, graph: Graph) -> bool:
+    return len(consumers) == 1 and consumers[0].op is Op.FULLY_CONNECTED and y not in graph.outputs
+
+
+def _permute_fc_columns(old: Graph, new: Graph, fc: Node, nchw_shape: tuple[int, ...]) -> Graph:
+    """FC weights read a flattened NHWC tensor: column j must be the NCHW column of the same element."""
+    _, c, h, w = nchw_shape
+    nchw_index = np.arange(c * h * w).reshape(c, h, w).transpose(1, 2, 0).ravel()
+    weights = old.constant(fc.inputs[1])
+    tensor = new.tensor(fc.inputs[1])
+    return new.with_tensors(tensor.evolve(data=np.ascontiguousarray(weights[:, nchw_index])))
+
+
+def _transpose_perm(perm: tuple[int, ...], in_nhwc: bool, out_nhwc: bool) -> tuple[int, ...]:
+    """The perm on NHWC data equivalent to `perm` on NCHW data.
+
+    Uses x.transpose(a).transpose(b) == x.transpose(a[b]).
+    """
+    p = np.asarray(perm)
+    if in_nhwc:
+        p = np.asarray(TO_NCHW)[p]
+    if out_nhwc:
+        p = p[list(TO_NHWC)]
+    return tuple(int(i) for i in p)
