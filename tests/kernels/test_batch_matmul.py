@@ -1,0 +1,108 @@
+"""batch_matmul_s8 / _s16: hand-computed products, batch broadcasting, the C's accumulators, bad input."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from quantcore.errors import KernelArgumentError
+from quantcore.kernels.batch_matmul import batch_matmul_s8, batch_matmul_s16
+from quantcore.kernels.requantize import Rounding
+
+HALF = 1 << 30
+PASS = {"multiplier": HALF, "shift": 1}  # 0.5 * 2^1 = 1.0: the accumulator passes through unchanged
+LHS = np.array([[1, 2], [3, 4]], np.int8).reshape(1, 1, 2, 2)
+RHS = np.array([[1, 0], [1, 1]], np.int8).reshape(1, 1, 2, 2)  # transposed: row j is output column j
+
+
+def _s8(lhs: np.ndarray, rhs: np.ndarray, **overrides: object) -> np.ndarray:
+    kwargs: dict[str, object] = {**PASS, "input_offset": 0, "filter_offset": 0, "output_offset": 0}
+    kwargs.update(overrides)
+    return batch_matmul_s8(lhs, rhs, **kwargs)  # type: ignore[arg-type]
+
+
+def test_s8_with_offsets_by_hand() -> None:
+    # lhs + 1 = [[2, 3], [4, 5]]; rhs - 1 = [[0, -1], [0, 0]]; rows . rows = [[-3, 0], [-5, 0]]; + 10
+    out = _s8(LHS, RHS, input_offset=1, filter_offset=-1, output_offset=10)
+    assert out.tolist() == [[[[7, 10], [5, 10]]]]
+
+
+def test_s8_rhs_rows_are_output_columns() -> None:
+    assert _s8(LHS, RHS)[0, 0].tolist() == [[1, 3], [3, 7]]
+
+
+def test_batch_dimensions_broadcast() -> None:
+    lhs = np.array([1, 2], np.int8).reshape(2, 1, 1, 1)
+    rhs = np.array([1, 10, 100], np.int8).reshape(1, 3, 1, 1)
+    out = _s8(lhs, rhs)
+    assert out.shape == (2, 3, 1, 1)
+    assert out.ravel().tolist() == [1, 10, 100, 2, 20, 127]  # 200 is clamped
+
+
+def test_s8_accumulator_wraps_like_int32() -> None:
+    depth = 33100  # 255 * 255 * 33100 = 2152327500 wraps to -2142639796
+    lhs = np.full((1, 1, 1, depth), 127, np.int8)
+    out = _s8(lhs, lhs, input_offset=128, filter_offset=128, multiplier=HALF, shift=-24)
+    assert out.item() == -64  # unwrapped it would be +64
+
+
+def test_single_rounding_changes_the_result() -> None:
+    one = np.ones((1, 1, 1, 1), np.int8)
+    assert _s8(one, one, shift=-1).item() == 1
+    assert _s8(one, one, shift=-1, rounding=Rounding.SINGLE).item() == 0
+
+
+def test_s16_by_hand() -> None:
+    lhs = np.array([1000, -2000], np.int16).reshape(1, 1, 1, 2)
+    rhs = np.array([[3, 4], [30000, 1]], np.int16).reshape(1, 1, 2, 2)
+    # [3000 - 8000, 30000000 - 2000] through a unit scale, the second clamped
+    out = batch_matmul_s16(lhs, rhs, **PASS)
+    assert out.ravel().tolist() == [-5000, 32767]
+
+
+def test_s16_accumulates_in_int64() -> None:
+    lhs = np.full((1, 1, 1, 4), -32768, np.int16)
+    # acc = 4 * 2^30 = 2^32 (0 in int32); * 2^-1 (Q15 0.5) * 2^-18 = 2^13
+    out = batch_matmul_s16(lhs, lhs, multiplier=HALF, shift=-18)
+    assert out.item() == 8192
+
+
+@pytest.mark.parametrize(
+    ("change", "argument"),
+    [
+        ({"lhs": LHS.astype(np.int16)}, "lhs"),
+        ({"lhs": LHS[0]}, "lhs"),
+        ({"rhs": np.zeros((1, 1, 2, 3), np.int8)}, "rhs"),  # depth 3 against lhs's 2: not transposed
+        ({"lhs": np.zeros((2, 1, 2, 2), np.int8), "rhs": np.zeros((3, 1, 2, 2), np.int8)}, "rhs"),
+        ({"input_offset": -128}, "input_offset"),
+        ({"filter_offset": 129}, "filter_offset"),
+        ({"output_offset": 128}, "output_offset"),
+        ({"multiplier": -(2**31)}, "multiplier"),
+        ({"shift": 31}, "shift"),
+        ({"act_min": 5, "act_max": 4}, "act_min"),
+    ],
+)
+def test_s8_bad_arguments_name_the_argument(change: dict[str, object], argument: str) -> None:
+    lhs = change.pop("lhs", LHS)
+    rhs = change.pop("rhs", RHS)
+    with pytest.raises(KernelArgumentError, match=re.escape(f"'{argument}'")) as err:
+        _s8(lhs, rhs, **change)  # type: ignore[arg-type]
+    assert err.value.kernel == "arm_batch_matmul_s8"
+
+
+@pytest.mark.parametrize(
+    ("change", "argument"),
+    [
+        ({"lhs": LHS}, "lhs"),  # int8 operands belong to batch_matmul_s8
+        ({"shift": 8}, "shift"),  # arm_nn_requantize_s64 shifts by 14 - shift
+        ({"act_max": 32768}, "act_max"),
+    ],
+)
+def test_s16_bad_arguments_name_the_argument(change: dict[str, object], argument: str) -> None:
+    lhs = change.pop("lhs", LHS.astype(np.int16))
+    kwargs: dict[str, object] = {**PASS, **change}
+    with pytest.raises(KernelArgumentError, match=re.escape(f"'{argument}'")) as err:
+        batch_matmul_s16(lhs, RHS.astype(np.int16), **kwargs)  # type: ignore[arg-type]
+    assert err.value.kernel == "arm_batch_matmul_s16"
