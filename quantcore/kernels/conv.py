@@ -55,6 +55,9 @@ def convolve_s8(
     groups = in_ch // group_ch
     if out_ch % groups:
         raise args.fail("weights", f"output channels {out_ch} must be a multiple of the {groups} groups")
+    if groups > 1 and bias is None:
+        # arm_convolve_s8 advances the bias pointer per group and reads through it: NULL crashes.
+        raise args.fail("bias", "is required for a grouped convolution (pass zeros for none)")
     quant = _channel_quant(args, bias, multiplier, shift, out_ch)
     offsets = _offsets(args, input_offset, output_offset)
     clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)

@@ -84,10 +84,13 @@ def test_grouped_conv_is_independent_convs_per_group() -> None:
         "input_offset": 1,
         "output_offset": 0,
     }
-    grouped = convolve_s8(x, w, None, **kw)
+    zeros6 = np.zeros(6, np.int32)
+    grouped = convolve_s8(x, w, zeros6, **kw)
+    with pytest.raises(KernelArgumentError, match="'bias' is required for a grouped"):
+        convolve_s8(x, w, None, **kw)
     kw3 = {**kw, "multiplier": np.full(3, HALF, np.int32), "shift": np.full(3, -6, np.int32)}
-    first = convolve_s8(np.ascontiguousarray(x[..., :2]), w[:3], None, **kw3)
-    second = convolve_s8(np.ascontiguousarray(x[..., 2:]), w[3:], None, **kw3)
+    first = convolve_s8(np.ascontiguousarray(x[..., :2]), w[:3], zeros6[:3], **kw3)
+    second = convolve_s8(np.ascontiguousarray(x[..., 2:]), w[3:], zeros6[3:], **kw3)
     assert np.array_equal(grouped, np.concatenate([first, second], axis=-1))
 
 
