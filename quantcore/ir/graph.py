@@ -132,7 +132,7 @@ class Graph:
         return self.evolve(tensors=merged)
 
     def replace_node(self, old: Node, new: Iterable[Node]) -> Graph:
-        nodes = []
+        nodes: list[Node] = []
         for node in self.nodes:
             nodes.extend(new if node is old else [node])
         return self.evolve(nodes=nodes)

@@ -1,0 +1,79 @@
+"""The calibration stage: run the float model over the representative set, observe every activation of
+the prepared graph, and pick each one's range with its method (global, or per layer)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from quantcore.calibrate.method import RangeMethod, select_range
+from quantcore.calibrate.observer import Observer
+from quantcore.ir import Graph
+from quantcore.quantize.graph import Calibration
+
+
+class FloatModel(Protocol):
+    def activations(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+class DataSource(Protocol):
+    def __len__(self) -> int: ...
+    def batches(self, size: int) -> Iterator[np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class CalibrationPlan:
+    method: RangeMethod = field(default_factory=RangeMethod)
+    per_layer: Mapping[str, RangeMethod] = field(default_factory=dict)
+    """Method by layer (node) name or by tensor name."""
+    batch_size: int = 64
+    progress: bool = False
+
+
+def calibrate(
+    graph: Graph, model: FloatModel, data: DataSource, plan: CalibrationPlan
+) -> tuple[Calibration, dict[str, Any]]:
+    """Observe, select ranges; returns the Calibration and the JSON 'calibration' summary."""
+    observers = {t.name: Observer(t.name) for t in graph.activations()}
+    input_name = graph.inputs[0]
+    for batch in _progress(data.batches(plan.batch_size), len(data), plan):
+        values = model.activations({input_name: batch})
+        for name, observer in observers.items():
+            observer.observe(values[name])
+    methods = _methods(graph, plan)
+    ranges = {name: select_range(obs, methods[name]) for name, obs in observers.items()}
+    observed = {name: (obs.min, obs.max) for name, obs in observers.items()}
+    labels = {name: methods[name].label for name in observers}
+    summary: dict[str, Any] = {"method": plan.method.method.value, "samples": len(data)}
+    if plan.method.method.parameters:
+        summary.update({p: getattr(plan.method, p) for p in plan.method.method.parameters})
+    if plan.per_layer:
+        summary["per_layer"] = {k: v.method.value for k, v in plan.per_layer.items()}
+    return Calibration(ranges, observed, labels), summary
+
+
+def _methods(graph: Graph, plan: CalibrationPlan) -> dict[str, RangeMethod]:
+    by_tensor = {t.name: plan.method for t in graph.activations()}
+    for node in graph.nodes:
+        if node.name in plan.per_layer:
+            by_tensor[node.outputs[0]] = plan.per_layer[node.name]
+    for name, method in plan.per_layer.items():
+        if name in by_tensor:
+            by_tensor[name] = method
+    return by_tensor
+
+
+def _progress(batches: Iterator[np.ndarray], total: int, plan: CalibrationPlan) -> Iterator[np.ndarray]:
+    if not plan.progress:
+        yield from batches
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("calibrating", total=total)
+        for batch in batches:
+            yield batch
+            bar.advance(task, len(batch))

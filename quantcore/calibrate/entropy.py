@@ -1,0 +1,103 @@
+"""Entropy calibration: TensorRT's KL-divergence threshold search, on the fine histogram of |x|.
+
+For each candidate threshold i (in bins, from `levels` up to all of them) the reference distribution P
+is the first i bins of |x| with everything beyond folded into bin i-1 (clipping); the candidate Q merges
+those i bins into `levels` equal groups (bin j -> group j * levels // i), spreads each group's count
+evenly over its non-empty bins and is normalised. The threshold with the least KL(P || Q) wins; a
+candidate whose last bin is empty while values lie beyond it has Q = 0 where P > 0 (infinite KL) and
+never wins. Ties go to the larger threshold (as in TensorRT's pytorch-quantization toolkit).
+
+Differences from the textbook loop, none of which change its result on a histogram without zeros:
+- it is vectorised: with prefix sums of c, [c > 0] and c log c, each candidate costs O(levels), not
+  O(bins), so a 4096-bin search takes milliseconds;
+- exact zeros (counted by the observer) are left out of P and Q: zero is represented exactly whatever
+  the threshold, and the spike ReLU puts there would otherwise drag the threshold down (the problem
+  pytorch-quantization hides by overwriting bin 0 with bin 1);
+- the search runs on the observer's grid, which gives |x| at least ~bins / 2 bins for a signed tensor
+  and more than `bins` for a non-negative one (2048 by default): ONNX Runtime's Entropy default of 128
+  histogram bins leaves no candidate but the whole range, so it returns min/max.
+Signed tensors are searched on |x| and the threshold T is intersected with the data: [max(-T, min),
+min(T, max)]. `levels` = 128 is TensorRT's target for a one-sided distribution (one sign of int8).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from quantcore.calibrate.errors import CalibrationError
+from quantcore.calibrate.grid import Counts, coarsen
+from quantcore.calibrate.histogram import Histogram
+from quantcore.calibrate.ranges import containing_zero
+
+DEFAULT_LEVELS = 128
+_BLOCK = 512  # candidates evaluated at once: bounds the (candidates x levels) temporaries
+Floats = npt.NDArray[np.float64]
+
+
+def entropy_range(h: Histogram, levels: int = DEFAULT_LEVELS) -> tuple[float, float]:
+    """The KL-optimal clipping range of the tensor."""
+    if levels < 2:
+        raise CalibrationError(f"entropy: levels must be >= 2, got {levels}")
+    counts, width = abs_histogram(h)
+    threshold = min(kl_threshold_bins(counts, levels) * width, max(-h.min, h.max))
+    return containing_zero(max(-threshold, h.min), min(threshold, h.max))
+
+
+def abs_histogram(h: Histogram) -> tuple[Counts, float]:
+    """Counts of |x| on bins [m w, (m+1) w) from m = 0, exact zeros removed, at most 2 * bins of them
+    (the grid is coarsened by a power of two if the data lies far from zero): (counts, w)."""
+    last = h.first + h.counts.size - 1
+    largest = max(last, -h.first - 1)  # the magnitude index of the bin farthest from zero
+    shift = 0
+    while (largest >> shift) + 1 > 2 * h.bins:
+        shift += 1
+    counts, first = coarsen(h.counts, h.first, shift)
+    index = np.arange(first, first + counts.size)
+    magnitude = np.where(index >= 0, index, -index - 1)
+    folded = np.zeros((largest >> shift) + 1, dtype=np.int64)
+    np.add.at(folded, magnitude, counts)
+    folded[0] -= h.zeros
+    return folded, h.width * 2.0**shift
+
+
+def kl_threshold_bins(counts: Counts, levels: int) -> int:
+    """How many leading bins the KL-optimal threshold keeps (all of them if there is nothing to search)."""
+    total = int(counts.sum())
+    if counts.size <= levels or total == 0:
+        return int(counts.size)
+    candidates = np.arange(levels, counts.size + 1)
+    blocks = [candidates[start : start + _BLOCK] for start in range(0, candidates.size, _BLOCK)]
+    divergence = np.concatenate([kl_divergences(counts, block, levels) for block in blocks])
+    best = np.flatnonzero(divergence == divergence.min())[-1]
+    return int(candidates[best])
+
+
+def kl_divergences(counts: Counts, candidates: npt.NDArray[np.int64], levels: int) -> Floats:
+    """KL(P || Q) for each candidate number of kept bins (each >= levels)."""
+    c = counts.astype(np.float64)
+    cum = _prefix(c)
+    nonzero = _prefix((c > 0).astype(np.float64))
+    total = cum[-1]
+    kept = candidates.astype(np.int64)
+    group = np.arange(levels + 1, dtype=np.int64)
+    starts = (group[None, :] * kept[:, None] + levels - 1) // levels  # first bin of each group
+    sums = cum[starts[:, 1:]] - cum[starts[:, :-1]]
+    filled = nonzero[starts[:, 1:]] - nonzero[starts[:, :-1]]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(sums > 0, sums / filled, 1.0)  # the level of Q on a group's non-empty bins
+        outliers = total - cum[kept]
+        last = c[kept - 1]
+        p_log_p = _prefix(_xlogx(c))[kept - 1] + _xlogx(last + outliers)
+        p_log_q = (sums * np.log(q)).sum(axis=1) + outliers * np.log(q[:, -1])
+        divergence = (p_log_p - p_log_q) / total - np.log(total) + np.log(cum[kept])
+    return np.where((last == 0) & (outliers > 0), np.inf, divergence)
+
+
+def _prefix(values: Floats) -> Floats:
+    return np.concatenate([[0.0], np.cumsum(values)])
+
+
+def _xlogx(values: Floats) -> Floats:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(values > 0, values * np.log(values), 0.0)

@@ -1,0 +1,40 @@
+"""The errors calibration raises; all derive from quantcore's QuantcoreError and name the tensor involved."""
+
+from __future__ import annotations
+
+from quantcore.errors import QuantcoreError
+
+
+class CalibrationError(QuantcoreError):
+    """Base of the calibration errors: a bad argument, setting or serialised observer."""
+
+
+class NonFiniteBatchError(CalibrationError):
+    """A calibration batch holds NaN or infinite values; nothing of it was recorded."""
+
+    def __init__(self, tensor: str, non_finite: int, size: int) -> None:
+        self.tensor = tensor
+        self.non_finite = non_finite
+        super().__init__(
+            f"tensor '{tensor}': calibration batch has {non_finite} non-finite value(s) (NaN or +-Inf) "
+            f"out of {size}; the batch was rejected - check the model and the calibration inputs"
+        )
+
+
+class EmptyObserverError(CalibrationError):
+    """A range or histogram was asked of an observer that has seen no values."""
+
+    def __init__(self, tensor: str) -> None:
+        self.tensor = tensor
+        super().__init__(
+            f"tensor '{tensor}': no calibration values were observed, so it has no range; "
+            "feed it at least one non-empty batch (is the tensor on the path of the calibration inputs?)"
+        )
+
+
+class ObserverMismatchError(CalibrationError):
+    """Two observers that cannot be merged (different tensors or histogram resolutions)."""
+
+
+class ObserverFormatError(CalibrationError):
+    """A serialised observer (dict or npz) is malformed or was not produced by this version."""

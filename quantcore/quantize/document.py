@@ -1,0 +1,223 @@
+"""The quant-params document: a quantized graph written as the readable JSON of DOMAIN.md section 6, and
+back. The JSON is the source of truth downstream (evaluation, code generation, the editor's checks): a
+graph rebuilt from it takes every scale, zero point and kernel parameter from the file, and recomputes
+only the integer weights and biases, from the model, with the file's scales.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from quantcore import __version__
+from quantcore.errors import QuantcoreError
+from quantcore.ir import Activation, DType, Graph, Node, QuantParams, Tensor
+from quantcore.quantize.params_json import FORMAT, VERSION
+from quantcore.quantize.scheme import quantize_bias, quantize_weights
+
+CMSIS_NN_API = "7.0.0"
+
+
+class DocumentError(QuantcoreError):
+    """A quant-params document that does not fit the model it is applied to (message names the JSON path)."""
+
+
+def to_document(qgraph: Graph, calibration: Mapping[str, Any]) -> dict[str, Any]:
+    meta = qgraph.meta
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "generator": f"fixpoint {__version__}",
+        "model": {
+            "path": str(meta.get("source_name", meta.get("source", qgraph.name))),
+            "sha256": str(meta.get("sha256", "")),
+            "inputs": [_io(qgraph, n) for n in qgraph.inputs],
+            "outputs": [_io(qgraph, n) for n in qgraph.outputs],
+        },
+        "scheme": {
+            "cmsis_nn": CMSIS_NN_API,
+            "rounding": meta.get("rounding", "double"),
+            "weights": meta.get("weights", "per-channel"),
+            "activations": "int8",
+        },
+        "calibration": dict(calibration),
+        "tensors": _tensors(qgraph),
+        "layers": [_layer(qgraph, n) for n in qgraph.nodes],
+    }
+
+
+def _io(graph: Graph, name: str) -> dict[str, Any]:
+    tensor = graph.tensor(name)
+    entry: dict[str, Any] = {"name": name, "shape": list(tensor.shape)}
+    if tensor.layout is not None:
+        entry["layout"] = tensor.layout.value
+    return entry
+
+
+def _tensors(graph: Graph) -> dict[str, Any]:
+    entries: dict[str, Any] = {}
+    for tensor in graph.activations():
+        entries[tensor.name] = _activation_entry(tensor)
+    for node in graph.nodes:
+        if node.attr("kernel") in _WEIGHTED:
+            entries[node.inputs[1]] = _constant_entry(graph.tensor(node.inputs[1]), "weight")
+            entries[node.inputs[2]] = _constant_entry(graph.tensor(node.inputs[2]), "bias")
+    return entries
+
+
+def _activation_entry(tensor: Tensor) -> dict[str, Any]:
+    q = tensor.quant
+    assert q is not None, tensor.name
+    entry: dict[str, Any] = {
+        "kind": "activation",
+        "dtype": q.dtype.label,
+        "scale": float(q.scale),
+        "zero_point": int(q.zero_point),
+        "shape": list(tensor.shape),
+    }
+    if q.observed is not None:
+        entry["observed"] = {"min": float(q.observed[0]), "max": float(q.observed[1])}
+    if q.clip is not None:
+        entry["range"] = {"min": float(q.clip[0]), "max": float(q.clip[1])}
+    if q.method is not None:
+        entry["method"] = q.method
+    return entry
+
+
+def _constant_entry(tensor: Tensor, kind: str) -> dict[str, Any]:
+    q = tensor.quant
+    assert q is not None, tensor.name
+    entry: dict[str, Any] = {
+        "kind": kind,
+        "dtype": q.dtype.label,
+        "scale": _floats(q.scale),
+        "zero_point": 0 if kind == "bias" else _ints(q.zero_point),
+    }
+    if kind == "weight" and q.axis is not None:
+        entry["axis"] = q.axis
+    entry["shape"] = list(tensor.shape)
+    if kind == "weight" and q.observed is not None:
+        entry["observed"] = {"min": q.observed[0], "max": q.observed[1]}
+    return entry
+
+
+def _floats(values: np.ndarray) -> float | list[float]:
+    return float(values) if np.ndim(values) == 0 else [float(v) for v in values]
+
+
+def _ints(values: np.ndarray) -> int | list[int]:
+    return int(values) if np.ndim(values) == 0 else [int(v) for v in values]
+
+
+_WEIGHTED = {
+    "arm_convolve_wrapper_s8",
+    "arm_depthwise_conv_wrapper_s8",
+    "arm_fully_connected_s8",
+    "arm_fully_connected_per_channel_s8",
+}
+
+
+def _layer(graph: Graph, node: Node) -> dict[str, Any]:
+    kernel = node.attr("kernel")
+    weighted = kernel in _WEIGHTED
+    data_inputs = list(node.inputs[:1]) if weighted else [i for i in node.inputs if i]
+    entry: dict[str, Any] = {"name": node.name, "op": node.op.json_name, "kernel": kernel}
+    entry["inputs"] = data_inputs
+    entry["outputs"] = list(node.outputs)
+    if weighted:
+        entry["weights"], entry["bias"] = node.inputs[1], node.inputs[2]
+    activation = node.attr("activation", Activation.NONE)
+    if activation is not Activation.NONE:
+        entry["activation"] = activation.value
+    entry["params"] = dict(node.attr("params", {}))
+    return entry
+
+
+# -- back: document + prepared float graph -> quantized graph -------------------------------------
+
+
+def from_document(graph: Graph, doc: Mapping[str, Any]) -> Graph:
+    """Apply a (validated) document to the prepared float graph of the same model."""
+    tensors = doc["tensors"]
+    updated = []
+    for tensor in graph.activations():
+        entry = tensors.get(tensor.name)
+        if entry is None:
+            raise DocumentError(f'$.tensors["{tensor.name}"]: missing; the model has this activation tensor')
+        updated.append(tensor.evolve(dtype=_dtype(entry["dtype"]), quant=_activation_quant(entry)))
+    graph = graph.with_tensors(*updated)
+    layers = {layer["name"]: (i, layer) for i, layer in enumerate(doc["layers"])}
+    nodes = []
+    for node in graph.nodes:
+        if node.name not in layers:
+            raise DocumentError(
+                f"$.layers: no layer named {node.name!r}; regenerate the parameters for this model"
+            )
+        index, layer = layers[node.name]
+        node, constants = _apply_layer(graph, node, layer, tensors, index)
+        graph = graph.with_tensors(*constants)
+        nodes.append(node)
+    scheme = doc["scheme"]
+    return graph.evolve(
+        nodes=nodes, meta={**graph.meta, "rounding": scheme["rounding"], "weights": scheme["weights"]}
+    )
+
+
+def _dtype(label: str) -> DType:
+    return {d.label: d for d in DType}[label]
+
+
+def _activation_quant(entry: Mapping[str, Any]) -> QuantParams:
+    observed = (entry["observed"]["min"], entry["observed"]["max"]) if "observed" in entry else None
+    clip = (entry["range"]["min"], entry["range"]["max"]) if "range" in entry else None
+    return QuantParams(
+        _dtype(entry["dtype"]),
+        np.array(entry["scale"], np.float64),
+        np.array(entry["zero_point"]),
+        observed=observed,
+        clip=clip,
+        method=entry.get("method"),
+    )
+
+
+def _apply_layer(
+    graph: Graph, node: Node, layer: Mapping[str, Any], tensors: Mapping[str, Any], index: int
+) -> tuple[Node, list[Tensor]]:
+    path = f"$.layers[{index}]"
+    if layer["op"] != node.op.json_name:
+        raise DocumentError(
+            f"{path}.op: {layer['op']!r}, but the model's node {node.name!r} is {node.op.json_name!r}"
+        )
+    attrs = {"kernel": layer.get("kernel"), "params": dict(layer.get("params", {}))}
+    if layer.get("kernel") not in _WEIGHTED:
+        return node.with_attrs(**attrs), []
+    w_entry, b_entry = tensors[layer["weights"]], tensors[layer["bias"]]
+    w = graph.constant(node.inputs[1])
+    axis = w_entry.get("axis")
+    w_scale = np.asarray(w_entry["scale"], np.float64)
+    if list(w.shape) != list(w_entry["shape"]):
+        raise DocumentError(
+            f'$.tensors["{layer["weights"]}"].shape: {w_entry["shape"]}, but the model has {list(w.shape)}'
+        )
+    q_w = quantize_weights(w, w_scale, axis)
+    channels = w.shape[3 if axis == 3 else 0]
+    b = graph.constant(node.inputs[2]) if node.inputs[2] else np.zeros(channels, np.float32)
+    b_scale = np.broadcast_to(np.asarray(b_entry["scale"], np.float64), (channels,))
+    q_b = quantize_bias(b, 1.0, b_scale)
+    wq = Tensor(
+        layer["weights"],
+        q_w.shape,
+        DType.INT8,
+        q_w,
+        quant=QuantParams(DType.INT8, w_scale, np.zeros(w_scale.shape, np.int64), axis=axis),
+    )
+    bq = Tensor(
+        layer["bias"],
+        q_b.shape,
+        DType.INT32,
+        q_b,
+        quant=QuantParams(DType.INT32, np.array(b_scale), np.zeros(channels, np.int64), axis=0),
+    )
+    return node.evolve(inputs=(node.inputs[0], wq.name, bq.name)).with_attrs(**attrs), [wq, bq]

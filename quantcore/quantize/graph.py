@@ -1,0 +1,253 @@
+"""Quantize a prepared float graph (NHWC, fused) into an int8 graph the reference executor and the code
+generator run: activations get (scale, zero point) from their calibrated ranges, constants become int8
+weights and int32 biases, and every layer gets its CMSIS-NN kernel and integer parameters.
+
+Ops that only move data (pooling, reshape, pad, transpose, concat) must keep their input's scale and
+zero point - CMSIS-NN's kernels for them do no requantization - so such tensors form groups that share
+one range; a softmax output is fixed at scale 1/256, zero point -128.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from quantcore.calibrate.qparams import quant_params
+from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
+from quantcore.kernels.requantize import Rounding
+from quantcore.quantize import params as P
+from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_scales
+
+_SHARES_INPUT_QPARAMS = (Op.MAX_POOL, Op.AVG_POOL, Op.RESHAPE, Op.PAD, Op.TRANSPOSE, Op.CONCAT)
+SOFTMAX_OUTPUT = (1.0 / 256.0, -128)
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    per_channel: bool = True
+    """One weight scale per output channel (CMSIS-NN's default); False = one per tensor."""
+    rounding: Rounding = Rounding.DOUBLE
+    """The requantization rounding of the firmware's CMSIS-NN build."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What calibration decided for each activation tensor."""
+
+    ranges: Mapping[str, tuple[float, float]]
+    observed: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    methods: Mapping[str, str] = field(default_factory=dict)
+
+
+def quantize_graph(graph: Graph, calibration: Calibration, config: QuantConfig = QuantConfig()) -> Graph:
+    activations = _activation_qparams(graph, calibration)
+    graph = graph.with_tensors(*activations.values())
+    nodes = []
+    for node in graph.nodes:
+        quantized, constants = _QUANTIZERS.get(node.op, _passthrough)(graph, node, config)
+        graph = graph.with_tensors(*constants)
+        nodes.append(quantized)
+    return graph.evolve(
+        nodes=nodes,
+        meta={
+            **graph.meta,
+            "rounding": config.rounding.value,
+            "weights": "per-channel" if config.per_channel else "per-tensor",
+        },
+    ).verify()
+
+
+# -- activations ----------------------------------------------------------------------------------
+
+
+def _groups(graph: Graph) -> dict[str, str]:
+    """Union-find over tensors that must share qparams; maps every activation to its group's root."""
+    parent = {t.name: t.name for t in graph.activations()}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for node in graph.nodes:
+        if node.op in _SHARES_INPUT_QPARAMS:
+            for name in [i for i in node.inputs if i and not graph.tensor(i).is_constant] + list(
+                node.outputs
+            ):
+                parent[root(name)] = root(node.outputs[0])
+    return {name: root(name) for name in parent}
+
+
+def _activation_qparams(graph: Graph, calibration: Calibration) -> dict[str, Tensor]:
+    groups = _groups(graph)
+    fixed = {groups[n.outputs[0]]: SOFTMAX_OUTPUT for n in graph.nodes if n.op is Op.SOFTMAX}
+    imported = {groups[t.name]: t.quant for t in graph.activations() if t.quant is not None}
+    spans: dict[str, tuple[float, float]] = {}
+    for name, group in groups.items():
+        if name in calibration.ranges:
+            lo, hi = calibration.ranges[name]
+            old = spans.get(group, (lo, hi))
+            spans[group] = (min(lo, old[0]), max(hi, old[1]))
+    result = {}
+    for tensor in graph.activations():
+        group = groups[tensor.name]
+        result[tensor.name] = tensor.evolve(
+            dtype=DType.INT8, quant=_qparams_for(tensor, group, fixed, imported, spans, calibration)
+        )
+    return result
+
+
+def _qparams_for(
+    tensor: Tensor,
+    group: str,
+    fixed: Mapping[str, tuple[float, int]],
+    imported: Mapping[str, QuantParams | None],
+    spans: Mapping[str, tuple[float, float]],
+    calibration: Calibration,
+) -> QuantParams:
+    observed = calibration.observed.get(tensor.name)
+    if group in fixed:
+        scale, zp = fixed[group]
+        return QuantParams(DType.INT8, np.array(scale), np.array(zp), observed=observed, method="fixed")
+    source = imported.get(group)
+    if source is not None:
+        return QuantParams(DType.INT8, source.scale, source.zero_point, observed=observed, method="imported")
+    if group not in spans:
+        raise P.QuantizationError(f"tensor {tensor.name!r} has no calibrated range")
+    lo, hi = spans[group]
+    scale, zp = quant_params(lo, hi, "int8")
+    method = calibration.methods.get(tensor.name)
+    return QuantParams(
+        DType.INT8, np.array(scale), np.array(zp), observed=observed, clip=(lo, hi), method=method
+    )
+
+
+# -- layers ---------------------------------------------------------------------------------------
+
+
+Quantizer = Callable[[Graph, Node, QuantConfig], tuple[Node, list[Tensor]]]
+
+
+def _qp(graph: Graph, name: str) -> tuple[float, int]:
+    quant = graph.tensor(name).quant
+    assert quant is not None, name
+    return float(quant.scale), int(quant.zero_point)
+
+
+def _clamp(graph: Graph, node: Node) -> dict[str, int]:
+    scale, zp = _qp(graph, node.outputs[0])
+    lo, hi = P.activation_range(
+        node.attr("activation", Activation.NONE), node.attr("clip"), scale, zp, DType.INT8
+    )
+    return {"act_min": lo, "act_max": hi}
+
+
+def _conv_like(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    x, w_name, b_name = node.inputs
+    s_in, zp_in = _qp(graph, x)
+    s_out, zp_out = _qp(graph, node.outputs[0])
+    wq, s_w = _weights(graph, node, w_name, config.per_channel)
+    bias = graph.constant(b_name) if b_name else np.zeros(len(s_w), np.float32)
+    q_b = quantize_bias(bias, s_in, s_w)
+    bq = Tensor(
+        f"{node.name}.bias",
+        q_b.shape,
+        DType.INT32,
+        q_b,
+        quant=QuantParams(DType.INT32, s_in * s_w, np.zeros(len(s_w), np.int64), axis=0),
+    )
+    params = {**P.conv_params(node.name, s_in, zp_in, s_w, s_out, zp_out), **_clamp(graph, node)}
+    if node.op is Op.FULLY_CONNECTED:
+        params["filter_offset"] = 0
+        if not config.per_channel:
+            params["multiplier"], params["shift"] = params["multiplier"][0], params["shift"][0]
+        kernel = "arm_fully_connected_per_channel_s8" if config.per_channel else "arm_fully_connected_s8"
+    else:
+        top, left, _, _ = node.attr("pads", (0, 0, 0, 0))
+        params["stride"] = list(node.attr("strides", (1, 1)))
+        params["padding"] = [top, left]
+        params["dilation"] = list(node.attr("dilations", (1, 1)))
+        if node.op is Op.DEPTHWISE_CONV2D:
+            params["ch_mult"] = len(s_w) // graph.tensor(x).shape[3]
+        kernel = (
+            "arm_depthwise_conv_wrapper_s8" if node.op is Op.DEPTHWISE_CONV2D else "arm_convolve_wrapper_s8"
+        )
+    quantized = node.evolve(inputs=(x, wq.name, bq.name)).with_attrs(kernel=kernel, params=params)
+    return quantized, [wq, bq]
+
+
+def _weights(graph: Graph, node: Node, w_name: str, per_channel: bool) -> tuple[Tensor, np.ndarray]:
+    """The int8 weight tensor and the per-output-channel scales s_w[c] (repeated when per tensor).
+
+    Scales imported from a QDQ model are kept; otherwise they are max|w| / 127.
+    """
+    w = graph.constant(w_name)
+    axis = 3 if node.op is Op.DEPTHWISE_CONV2D else 0
+    channels = w.shape[axis]
+    imported = graph.tensor(w_name).quant
+    if imported is not None:
+        scales = np.asarray(imported.scale, np.float64)
+    else:
+        scales = weight_scales(w, axis if per_channel else None)
+    per_channel = scales.ndim == 1
+    q_w = quantize_weights(w, scales, axis if per_channel else None)
+    quant = QuantParams(
+        DType.INT8,
+        scales,
+        np.zeros(scales.shape, np.int64),
+        axis=axis if per_channel else None,
+        observed=(_per_channel(w, axis, np.min), _per_channel(w, axis, np.max)),
+    )
+    tensor = Tensor(f"{node.name}.weight", q_w.shape, DType.INT8, q_w, quant=quant)
+    return tensor, np.broadcast_to(scales, (channels,)).astype(np.float64)
+
+
+def _per_channel(w: np.ndarray, axis: int, fn: Callable[..., Any]) -> list[float]:
+    return [float(v) for v in fn(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1), axis=1)]
+
+
+def _pool(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    top, left, _, _ = node.attr("pads", (0, 0, 0, 0))
+    params = {
+        "kernel": list(node.attr("kernel")),
+        "stride": list(node.attr("strides", (1, 1))),
+        "padding": [top, left],
+        **_clamp(graph, node),
+    }
+    kernel = "arm_max_pool_s8" if node.op is Op.MAX_POOL else "arm_avgpool_s8"
+    return node.with_attrs(kernel=kernel, params=params), []
+
+
+def _binary(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    a, b = node.inputs
+    (s1, z1), (s2, z2), (so, zo) = _qp(graph, a), _qp(graph, b), _qp(graph, node.outputs[0])
+    if node.op is Op.ADD:
+        params, kernel = P.add_params(node.name, s1, z1, s2, z2, so, zo), "arm_elementwise_add_s8"
+    else:
+        params, kernel = P.mul_params(node.name, s1, z1, s2, z2, so, zo), "arm_elementwise_mul_s8"
+    return node.with_attrs(kernel=kernel, params={**params, **_clamp(graph, node)}), []
+
+
+def _softmax(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    s_in, _ = _qp(graph, node.inputs[0])
+    return node.with_attrs(kernel="arm_softmax_s8", params=P.softmax_params(s_in)), []
+
+
+def _passthrough(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    return node.with_attrs(kernel=None, params={}), []
+
+
+_QUANTIZERS: dict[Op, Quantizer] = {
+    Op.CONV2D: _conv_like,
+    Op.DEPTHWISE_CONV2D: _conv_like,
+    Op.FULLY_CONNECTED: _conv_like,
+    Op.MAX_POOL: _pool,
+    Op.AVG_POOL: _pool,
+    Op.ADD: _binary,
+    Op.MUL: _binary,
+    Op.SOFTMAX: _softmax,
+}

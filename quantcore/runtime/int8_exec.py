@@ -1,0 +1,185 @@
+"""The int8 reference executor: runs a quantized graph through the bit-exact CMSIS-NN kernels.
+
+Each layer carries the name of the CMSIS-NN function it becomes (node attr "kernel") and that call's
+integer parameters (attr "params", the same numbers the quant-params JSON and the generated C hold), so
+what runs here is what the firmware computes, byte for byte. Data-movement ops (reshape, transpose, pad,
+concat) have no arithmetic and run as numpy copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from quantcore.ir import Graph, GraphError, Node, Op
+from quantcore.kernels.conv import convolve_s8, depthwise_conv_s8
+from quantcore.kernels.elementwise import elementwise_add_s8, elementwise_mul_s8
+from quantcore.kernels.fully_connected import fully_connected_s8
+from quantcore.kernels.pooling import avgpool_s8, max_pool_s8
+from quantcore.kernels.requantize import Rounding
+from quantcore.kernels.softmax import softmax_s8
+from quantcore.quantize.scheme import dequantize, quantize_activation
+
+Array = np.ndarray
+Env = dict[str, Array]
+
+
+def quantize_inputs(graph: Graph, inputs: Mapping[str, Array]) -> Env:
+    """Float graph inputs (in the graph's layout) to the int8 tensors the first layers read."""
+    env = {}
+    for name in graph.inputs:
+        quant = graph.tensor(name).quant
+        if quant is None:
+            raise GraphError(f"graph input {name!r} has no quantization parameters")
+        env[name] = quantize_activation(inputs[name], float(quant.scale), int(quant.zero_point))
+    return env
+
+
+def dequantize_tensor(graph: Graph, name: str, q: Array) -> Array:
+    quant = graph.tensor(name).quant
+    assert quant is not None
+    return dequantize(q, float(quant.scale), int(quant.zero_point))
+
+
+def run(graph: Graph, inputs: Mapping[str, Array], rounding: Rounding | None = None) -> Env:
+    """Run on int8 inputs (see quantize_inputs); returns every tensor as the kernels wrote it."""
+    rounding = rounding or Rounding(graph.meta.get("rounding", "double"))
+    env: Env = dict(inputs)
+    for node in graph.nodes:
+        args = [env.get(i) if i else None for i in node.inputs]  # constants are read by the kernels
+        env[node.outputs[0]] = _call(graph, node, args, rounding)
+    return env
+
+
+def _call(graph: Graph, node: Node, args: list[Array | None], rounding: Rounding) -> Array:
+    if node.op in _MOVES:
+        return _MOVES[node.op](graph, node, args)
+    kernel = node.attr("kernel")
+    if kernel not in _KERNELS:
+        raise GraphError(
+            f"node {node.name!r} ({node.op.json_name}) has no int8 kernel (attr kernel={kernel!r})"
+        )
+    out_shape = graph.tensor(node.outputs[0]).shape
+    return _KERNELS[kernel](graph, node, args, dict(node.attr("params")), out_shape, rounding)
+
+
+def _weights(graph: Graph, node: Node) -> tuple[Array, Array | None]:
+    w = graph.constant(node.inputs[1])
+    b = graph.constant(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    return w, b
+
+
+def _conv(fn: Callable[..., Array]) -> Callable[..., Array]:
+    def call(
+        graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
+    ) -> Array:
+        w, b = _weights(graph, node)
+        return fn(
+            args[0],
+            w,
+            b,
+            multiplier=np.asarray(p["multiplier"], np.int32),
+            shift=np.asarray(p["shift"], np.int32),
+            input_offset=p["input_offset"],
+            output_offset=p["output_offset"],
+            stride=tuple(p["stride"]),
+            padding=tuple(p["padding"]),
+            dilation=tuple(p["dilation"]),
+            act_min=p["act_min"],
+            act_max=p["act_max"],
+            output_hw=(out[1], out[2]),
+            rounding=r,
+        )
+
+    return call
+
+
+def _fc(
+    graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
+) -> Array:
+    w, b = _weights(graph, node)
+    per_channel = isinstance(p["multiplier"], list)
+    mult = np.asarray(p["multiplier"], np.int32) if per_channel else p["multiplier"]
+    shift = np.asarray(p["shift"], np.int32) if per_channel else p["shift"]
+    x = args[0].reshape(args[0].shape[0], -1)
+    return fully_connected_s8(
+        x,
+        w,
+        b,
+        multiplier=mult,
+        shift=shift,
+        input_offset=p["input_offset"],
+        output_offset=p["output_offset"],
+        filter_offset=p.get("filter_offset", 0),
+        act_min=p["act_min"],
+        act_max=p["act_max"],
+        rounding=r,
+    )
+
+
+def _pool(fn: Callable[..., Array]) -> Callable[..., Array]:
+    def call(
+        graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
+    ) -> Array:
+        return fn(
+            args[0],
+            kernel=tuple(p["kernel"]),
+            stride=tuple(p["stride"]),
+            padding=tuple(p["padding"]),
+            act_min=p["act_min"],
+            act_max=p["act_max"],
+            output_hw=(out[1], out[2]),
+        )
+
+    return call
+
+
+def _elementwise(fn: Callable[..., Array], rounds: bool = True) -> Callable[..., Array]:
+    def call(
+        graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
+    ) -> Array:
+        a, b = (
+            graph.constant(i) if graph.tensor(i).is_constant else x
+            for i, x in zip(node.inputs, args, strict=True)
+        )
+        return fn(a, b, rounding=r, **p)
+
+    return call
+
+
+def _softmax(
+    graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
+) -> Array:
+    return softmax_s8(args[0], mult=p["mult"], shift=p["shift"], diff_min=p["diff_min"])
+
+
+_KERNELS: dict[str, Callable[..., Array]] = {
+    "arm_convolve_wrapper_s8": _conv(convolve_s8),
+    "arm_depthwise_conv_wrapper_s8": _conv(depthwise_conv_s8),
+    "arm_fully_connected_s8": _fc,
+    "arm_fully_connected_per_channel_s8": _fc,
+    "arm_avgpool_s8": _pool(avgpool_s8),
+    "arm_max_pool_s8": _pool(max_pool_s8),
+    "arm_elementwise_add_s8": _elementwise(elementwise_add_s8),
+    "arm_elementwise_mul_s8": _elementwise(elementwise_mul_s8),
+    "arm_softmax_s8": _softmax,
+}
+
+
+def _pad(graph: Graph, node: Node, args: list[Any]) -> Array:
+    pads = node.attr("pads")
+    half = len(pads) // 2
+    quant = graph.tensor(node.inputs[0]).quant
+    fill = int(quant.zero_point) if quant is not None else 0
+    return np.pad(args[0], list(zip(pads[:half], pads[half:], strict=True)), constant_values=fill)
+
+
+_MOVES: dict[Op, Callable[[Graph, Node, list[Any]], Array]] = {
+    Op.RESHAPE: lambda g, n, a: a[0].reshape((a[0].shape[0], *n.attr("shape")[1:])),
+    Op.TRANSPOSE: lambda g, n, a: np.ascontiguousarray(a[0].transpose(n.attr("perm"))),
+    Op.CONCAT: lambda g, n, a: np.concatenate(a, axis=n.attr("axis")),
+    Op.PAD: _pad,
+    Op.IDENTITY: lambda g, n, a: a[0],
+}

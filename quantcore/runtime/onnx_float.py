@@ -1,0 +1,117 @@
+"""Float activations from the original model through onnxruntime, in the IR's layout and names.
+
+Calibration and evaluation read the float value of every IR activation tensor. The importer keeps ONNX
+tensor names and the passes keep the name of the last tensor they fuse, so most IR activations exist in
+the ONNX model under the same name; onnxruntime is asked for them as extra outputs. 4-D tensors are
+transposed from ONNX's NCHW to the IR's NHWC. Tensors the passes created (layout transposes) are
+computed by the IR float executor from their inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from quantcore.errors import ModelError
+from quantcore.ir import Graph, Layout
+from quantcore.runtime import float_exec
+
+Array = np.ndarray
+
+
+class OnnxFloat:
+    """Runs the source ONNX model and returns the float tensors the IR graph names."""
+
+    def __init__(self, model: bytes | str | Path, graph: Graph) -> None:
+        import onnx
+        import onnxruntime as ort
+
+        proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(str(model))
+        self.graph = graph
+        known = {v.name for v in proto.graph.value_info} | {
+            n for node in proto.graph.node for n in node.output
+        }
+        existing = {o.name for o in proto.graph.output}
+        self.wanted = [t.name for t in graph.activations() if t.name in known]
+        for name in self.wanted:
+            if name not in existing:
+                proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every tensor
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(
+            proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        # A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole.
+        self.fixed_batch = all(isinstance(i.shape[0], int) for i in self.session.get_inputs() if i.shape)
+
+    def activations(self, feeds_nchw: dict[str, Array]) -> dict[str, Array]:
+        """Every IR activation for one batch of model inputs (given in the ONNX model's own layout)."""
+        try:
+            values = self.session.run(
+                None, {k: np.ascontiguousarray(v, np.float32) for k, v in feeds_nchw.items()}
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelError(
+                str(self.graph.meta.get("source", self.graph.name)), f"onnxruntime failed: {exc}"
+            ) from exc
+        by_name = dict(zip(self.output_names, values, strict=True))
+        result: dict[str, Array] = {}
+        for name in self.wanted:
+            result[name] = to_ir_layout(self.graph, name, np.asarray(by_name[name]))
+        for name in self.graph.inputs:
+            result[name] = to_ir_layout(self.graph, name, np.asarray(feeds_nchw[name]))
+        return _fill_missing(self.graph, result)
+
+    def _run(self, feeds: dict[str, Array]) -> dict[str, Array]:
+        feeds = {k: np.ascontiguousarray(v, np.float32) for k, v in feeds.items()}
+        n = len(next(iter(feeds.values())))
+        try:
+            if not self.fixed_batch or n == 1:
+                return dict(zip(self.output_names, self.session.run(None, feeds), strict=True))
+            runs = [self.session.run(None, {k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelError(
+                str(self.graph.meta.get("source", self.graph.name)), f"onnxruntime failed: {exc}"
+            ) from exc
+        return {name: np.concatenate([r[j] for r in runs]) for j, name in enumerate(self.output_names)}
+
+
+def to_ir_layout(graph: Graph, name: str, value: Array) -> Array:
+    if graph.tensor(name).layout is Layout.NHWC and value.ndim == 4:
+        return value.transpose(0, 2, 3, 1)
+    return value
+
+
+def to_model_layout(graph: Graph, name: str, value: Array) -> Array:
+    if graph.tensor(name).layout is Layout.NHWC and value.ndim == 4:
+        return value.transpose(0, 3, 1, 2)
+    return value
+
+
+def _fill_missing(graph: Graph, env: dict[str, Array]) -> dict[str, Array]:
+    """Compute, with the IR float executor, activations that onnxruntime could not return."""
+    for node in graph.nodes:
+        out = node.outputs[0]
+        if out in env:
+            continue
+        args: list[Any] = []
+        for name in node.inputs:
+            if not name:
+                args.append(None)
+            elif graph.tensor(name).is_constant:
+                args.append(graph.constant(name).astype(np.float64))
+            else:
+                args.append(env[name])
+        env[out] = float_exec.evaluate(graph, node, args)
+    return env
+
+
+def batches(x: Array, size: int) -> Iterable[Array]:
+    for start in range(0, len(x), size):
+        yield x[start : start + size]

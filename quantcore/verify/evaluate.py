@@ -1,0 +1,72 @@
+"""Float (onnxruntime) and int8 (reference executor) side by side: per-layer and per-model figures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+import numpy as np
+
+from quantcore.data import DataSet
+from quantcore.ir import Graph
+from quantcore.runtime import int8_exec
+from quantcore.runtime.onnx_float import to_ir_layout
+from quantcore.verify.metrics import ClassificationAccumulator, TensorAccumulator, output_sqnr_db
+from quantcore.verify.report import EvaluationReport, LayerMetrics
+
+
+class FloatModel(Protocol):
+    def activations(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+def evaluate_graphs(
+    float_model: FloatModel,
+    qgraph: Graph,
+    data: DataSet,
+    *,
+    model: str,
+    params_file: str,
+    batch_size: int = 64,
+    progress: bool = False,
+) -> EvaluationReport:
+    layers = [n for n in qgraph.nodes if n.op.computes]
+    accumulators = {n.name: TensorAccumulator(n.name) for n in layers}
+    classes = ClassificationAccumulator()
+    out_name = qgraph.outputs[0]
+    float_outputs, int8_outputs = [], []
+    input_name = qgraph.inputs[0]
+    for x, y in _batches(data, batch_size, progress):
+        reference = float_model.activations({input_name: x})
+        q_inputs = int8_exec.quantize_inputs(qgraph, {input_name: to_ir_layout(qgraph, input_name, x)})
+        q = int8_exec.run(qgraph, q_inputs)
+        for node in layers:
+            out = node.outputs[0]
+            accumulators[node.name].update(reference[out], int8_exec.dequantize_tensor(qgraph, out, q[out]))
+        f_logits = reference[out_name].reshape(len(x), -1)
+        q_logits = int8_exec.dequantize_tensor(qgraph, out_name, q[out_name]).reshape(len(x), -1)
+        classes.update(f_logits, q_logits, y)
+        float_outputs.append(f_logits)
+        int8_outputs.append(q_logits)
+    return EvaluationReport(
+        model=model,
+        params_file=params_file,
+        samples=len(data),
+        top1_float=classes.top1_float,
+        top1_int8=classes.top1_int8,
+        agreement=classes.agreement,
+        output_sqnr_db=output_sqnr_db([np.concatenate(float_outputs)], [np.concatenate(int8_outputs)]),
+        layers=[
+            LayerMetrics.from_metrics(n.name, n.op.json_name, accumulators[n.name].result()) for n in layers
+        ],
+    )
+
+
+def _batches(data: DataSet, size: int, progress: bool) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    starts = range(0, len(data), size)
+    if progress:
+        from rich.progress import track
+
+        starts = track(starts, description="evaluating", transient=True)  # type: ignore[assignment]
+    for start in starts:
+        y = None if data.y is None else data.y[start : start + size]
+        yield data.x[start : start + size], y

@@ -1,0 +1,99 @@
+"""Entropy (KL) calibration: equal to TensorRT's loop, clips outliers, keeps uniform data, ignores zeros."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from quantcore.calibrate import CalibrationError, entropy_range
+from quantcore.calibrate.entropy import abs_histogram, kl_divergences, kl_threshold_bins
+from tests.calibrate.samples import gaussian, gaussian_with_outliers, observed, uniform
+
+
+def textbook_kl(bins: np.ndarray, i: int, levels: int) -> float:
+    """KL(P || Q) for threshold bin i, transcribed from TensorRT's algorithm (pytorch-quantization's
+    _compute_amax_entropy) with its explicit loops."""
+    bins = bins.astype(np.float64)
+    p = bins[:i].copy()
+    p[i - 1] += bins[i:].sum()
+    group = np.digitize(np.arange(i), np.linspace(0, i, levels + 1)) - 1
+    group[bins[:i] == 0] = -1
+    density = np.zeros(levels)
+    for j, g in enumerate(group):
+        if g != -1:
+            density[g] += bins[j]
+    for level, members in Counter(group.tolist()).items():
+        if level != -1:
+            density[level] /= members
+    q = np.array([density[g] if g != -1 else 0.0 for g in group])
+    p, q = p / p.sum(), q / q.sum()
+    if np.any((p > 0) & (q == 0)):
+        return float("inf")
+    used = p > 0
+    return float((p[used] * np.log(p[used] / q[used])).sum())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_vectorised_search_equals_the_textbook_loop(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(rng.uniform(0, 50, 400) * np.exp(-np.arange(400) / 80)).astype(np.int64)
+    counts[rng.choice(400, 60, replace=False)] = 0  # empty bins: the infinite-KL candidates
+    counts[399] = 3
+    levels = 64
+    candidates = np.arange(levels, counts.size + 1)
+    ours = kl_divergences(counts, candidates, levels)
+    theirs = np.array([textbook_kl(counts, int(i), levels) for i in candidates])
+    np.testing.assert_array_equal(np.isinf(ours), np.isinf(theirs))
+    finite = np.isfinite(theirs)
+    # Same quantities summed in another order (prefix sums): agreement to float64 rounding.
+    np.testing.assert_allclose(ours[finite], theirs[finite], rtol=1e-9, atol=1e-12)
+    best = candidates[finite][np.flatnonzero(theirs[finite] == theirs[finite].min())[-1]]
+    assert kl_threshold_bins(counts, levels) == best
+
+
+def test_clips_rare_wide_outliers_that_minmax_keeps() -> None:
+    h = observed(gaussian_with_outliers()).histogram()
+    lo, hi = entropy_range(h)
+    assert 3.0 < hi < 0.25 * h.max and -0.25 * abs(h.min) < lo < -3.0
+
+
+def test_keeps_the_range_of_uniform_data() -> None:
+    h = observed(uniform()).histogram()
+    lo, hi = entropy_range(h)
+    assert hi >= 0.99 * h.max and lo <= 0.99 * h.min
+
+
+def test_needs_a_fine_histogram() -> None:
+    # With 128 |x| bins (64 here: ~ONNX Runtime's default) no threshold below the whole range is tried.
+    x = gaussian_with_outliers()
+    coarse = observed(x, bins=64).histogram()
+    assert abs_histogram(coarse)[0].size <= 128
+    assert entropy_range(coarse) == (coarse.min, coarse.max)
+    assert entropy_range(observed(x).histogram())[1] < 0.25 * coarse.max
+
+
+def test_exact_zeros_do_not_move_the_threshold() -> None:
+    # A ReLU output and its positive values alone share the grid; with zeros left out of P and Q they
+    # give the same threshold (the zero spike would otherwise pull it down).
+    x = gaussian(seed=4)
+    relu = observed(np.maximum(x, 0)).histogram()
+    positive = observed(x[x > 0]).histogram()
+    assert (relu.exponent, relu.first) == (positive.exponent, positive.first)
+    assert entropy_range(relu) == (0.0, entropy_range(positive)[1])
+
+
+def test_signed_threshold_is_intersected_with_the_data() -> None:
+    x = gaussian(seed=5)
+    x[x < 0] *= 0.3  # a narrow negative side (min ~ -1.5)
+    x = np.concatenate([x, 40 * np.abs(x[:200])])  # outliers on the positive side only
+    h = observed(x).histogram()
+    lo, hi = entropy_range(h)
+    assert lo == h.min  # the |x| threshold lies beyond the negative extreme: nothing clipped there
+    assert 3.0 < hi < 0.25 * h.max
+
+
+def test_levels_must_be_at_least_two() -> None:
+    with pytest.raises(CalibrationError, match="levels"):
+        entropy_range(observed([1.0, 2.0]).histogram(), levels=1)
