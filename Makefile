@@ -17,7 +17,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch]'
 	@touch $@
 
 demo: $(INSTALLED)

@@ -46,7 +46,7 @@ def calibrate(
     methods = _methods(graph, plan)
     ranges = {name: select_range(obs, methods[name]) for name, obs in observers.items()}
     observed = {name: (obs.min, obs.max) for name, obs in observers.items()}
-    labels = {name: methods[name].label for name in observers}
+    labels = {name: methods[name].method.value for name in observers}
     summary: dict[str, Any] = {"method": plan.method.method.value, "samples": len(data)}
     if plan.method.method.parameters:
         summary.update({p: getattr(plan.method, p) for p in plan.method.method.parameters})

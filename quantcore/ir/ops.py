@@ -36,7 +36,9 @@ class Op(enum.Enum):
       FULLY_CONNECTED   (x (N, K), w (out, in) const, b | "")  activation, clip
       BATCH_NORM        (x, scale, bias, mean, var) consts  epsilon
       RELU (x); CLIP (x) min, max (None = unbounded)
-      MAX_POOL, AVG_POOL (x)  kernel, strides, pads (top, left, bottom, right); AVG_POOL count_include_pad
+      MAX_POOL, AVG_POOL (x)  kernel, strides, pads (top, left, bottom, right), ceil_pads (bottom,
+                        right: the part of pads ONNX's ceil_mode added); AVG_POOL count_include_pad (the
+                        declared pads count in the average, ceil_pads never do)
       GLOBAL_AVG_POOL   (x)
       ADD, MUL          (a, b)  activation, clip; b may be a constant (broadcast as numpy does)
       SOFTMAX           (x)  axis (non-negative)

@@ -144,11 +144,20 @@ def _pool(node: Node, args: list[Array | None], graph: Graph) -> Array:
         return _from_nhwc(_activate(node, y), nhwc)
     padded, window, hw = _windowed(node, _to_nhwc(x, nhwc), kernel, np.nan)
     stack = np.array([view for _, _, view in window.taps(padded, hw)])
-    if node.attr("count_include_pad", False):
-        y = np.nansum(stack, axis=0) / stack.shape[0]
-    else:
-        y = np.nanmean(stack, axis=0)
-    return _from_nhwc(_activate(node, y), nhwc)
+    if not node.attr("count_include_pad", False):
+        return _from_nhwc(_activate(node, np.nanmean(stack, axis=0)), nhwc)
+    # ONNX counts the declared padding in the divisor, never the extra padding ceil_mode adds.
+    declared = _declared_pad_mask(node, _to_nhwc(x, nhwc).shape, kernel)
+    counted = np.array([v for _, _, v in window.taps(declared, hw)]).sum(axis=0)
+    return _from_nhwc(_activate(node, np.nansum(stack, axis=0) / counted), nhwc)
+
+
+def _declared_pad_mask(node: Node, shape: tuple[int, ...], kernel: tuple[int, int]) -> Array:
+    """1 for every input or declared-padding position, 0 for ceil_mode's extra padding (NHWC, 1 channel)."""
+    top, left, bottom, right = node.attr("pads", (0, 0, 0, 0))
+    extra_bottom, extra_right = node.attr("ceil_pads", (0, 0))
+    ones = np.ones((1, shape[1] + top + bottom - extra_bottom, shape[2] + left + right - extra_right, 1))
+    return np.pad(ones, ((0, 0), (0, extra_bottom), (0, extra_right), (0, 0)))
 
 
 def _global_avg_pool(node: Node, args: list[Array | None], graph: Graph) -> Array:

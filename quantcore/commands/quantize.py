@@ -1,0 +1,75 @@
+"""`fixpoint quantize MODEL --calib DATA -o params.json`: calibrate and write the quant-params JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from quantcore.kernels.requantize import Rounding
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("quantize", help="calibrate a float ONNX model and write its int8 quant-params JSON")
+    p.add_argument("model", help="float ONNX model")
+    p.add_argument("--calib", required=True, metavar="DATA", help=".npy/.npz (array x) or a folder of images")
+    p.add_argument("--method", choices=["minmax", "percentile", "entropy", "mse"], default="minmax")
+    p.add_argument("--percentile", type=float, default=99.99, help="for --method percentile (default 99.99)")
+    p.add_argument(
+        "--layer-method",
+        action="append",
+        default=[],
+        metavar="LAYER=METHOD",
+        help="calibration method for one layer or tensor (repeatable)",
+    )
+    p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor, not per channel")
+    p.add_argument(
+        "--rounding",
+        choices=[r.value for r in Rounding],
+        default="double",
+        help="requantization rounding of the firmware's CMSIS-NN build",
+    )
+    p.add_argument("--samples", type=int, default=None, help="use only the first N calibration samples")
+    p.add_argument("-o", "--output", required=True, metavar="PARAMS_JSON")
+    p.set_defaults(func=run)
+
+
+def _method(name: str, percentile: float) -> Any:
+    from quantcore.calibrate.method import Method, RangeMethod
+
+    return RangeMethod(Method(name), percentile=percentile)
+
+
+def run(args: argparse.Namespace) -> int:
+    from quantcore import data, pipeline
+    from quantcore.quantize import params_json
+
+    started = time.perf_counter()
+    model = pipeline.load_model(args.model)
+    calib = data.load(args.calib, pipeline.first_input_shape(model))
+    if args.samples:
+        calib = calib.head(args.samples)
+    per_layer = {}
+    for item in args.layer_method:
+        layer, _, method = item.partition("=")
+        if not method:
+            print(f"fixpoint quantize: --layer-method {item!r}: expected LAYER=METHOD", file=sys.stderr)
+            return 2
+        per_layer[layer] = _method(method, args.percentile)
+    options = pipeline.QuantizeOptions(
+        method=_method(args.method, args.percentile),
+        per_layer=per_layer,
+        per_channel=not args.per_tensor,
+        rounding=Rounding(args.rounding),
+        progress=sys.stderr.isatty(),
+    )
+    result = pipeline.quantize(model, calib, options)
+    params_json.write(Path(args.output), result.document)
+    layers = sum(1 for layer in result.document["layers"] if layer["kernel"])
+    print(
+        f"{args.output}: {layers} layers quantized from {len(calib)} samples ({args.method},"
+        f" {'per-tensor' if args.per_tensor else 'per-channel'}) in {time.perf_counter() - started:.2f} s"
+    )
+    return 0

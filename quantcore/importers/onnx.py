@@ -1,0 +1,99 @@
+"""ONNX -> ir.Graph: float models (opset 7 and newer; 11-21 tested) and QDQ models, with static shapes.
+
+    graph = import_onnx("model.onnx")          # or bytes; batch=1 fixes a dynamic batch dimension
+
+The steps, each failing with a ModelError that names the file (and node or tensor):
+  1. read and decode the protobuf, check it (corrupt or truncated files are caught here);
+  2. fix a dynamic batch dimension, fold everything computable at import (Constant, shape arithmetic,
+     DequantizeLinear of weights), infer static shapes (strict);
+  3. pair up the activation QuantizeLinear/DequantizeLinear nodes of a QDQ model (their scales stay on
+     the tensors, the nodes go);
+  4. translate node by node: the support table decides what is accepted (UnsupportedError with its
+     reason otherwise), a handler per operator builds the IR nodes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+
+from quantcore.errors import ModelError, UnsupportedError
+from quantcore.importers import _onnx_load, _qdq
+from quantcore.importers._builder import Builder
+from quantcore.importers._handlers import HANDLERS
+from quantcore.ir import Graph
+from quantcore.support import ONNX_OPS, unsupported_reason
+
+__all__ = ["import_onnx"]
+
+
+def import_onnx(
+    path_or_bytes: str | os.PathLike[str] | bytes, *, batch: int = 1, name: str | None = None
+) -> Graph:
+    """Import an ONNX model file (or its bytes) as a float IR graph in ONNX layout (NCHW).
+
+    `batch` replaces a dynamic (or missing) first dimension of the graph inputs. `name` names the graph
+    (default: the ONNX graph's name, else the file's stem) and, for bytes, the model in messages.
+    """
+    source = _onnx_load.read(path_or_bytes, name)
+    return _import(source, batch=batch, name=name, fmt="onnx")
+
+
+def _import(source: _onnx_load.Source, *, batch: int, name: str | None, fmt: str) -> Graph:
+    loaded = _onnx_load.load(source, batch)
+    graph = loaded.model.graph
+    plan = _qdq.plan(graph, loaded.consts, loaded.types, source.path)
+    builder = Builder(source.path, loaded, plan)
+    initializers = set(loaded.consts)
+    inputs = [
+        builder.add_input(value, _first_reader(builder, value.name))
+        for value in graph.input
+        if value.name not in initializers
+    ]
+    for node in graph.node:
+        if node.name not in builder.skip:
+            _translate(builder, node)
+    outputs = [_graph_output(builder, value.name) for value in graph.output]
+    meta = {
+        "source": source.path,
+        "sha256": source.sha256,
+        "opset": loaded.opset,
+        "format": fmt,
+        "qdq": bool(plan.quant or loaded.weight_quant),
+        "synthesized": tuple(builder.synthesized),
+    }
+    graph_name = name or graph.name or Path(source.path).stem
+    return Graph(
+        graph_name, builder.tensors, tuple(builder.nodes), tuple(inputs), tuple(outputs), meta
+    ).verify()
+
+
+def _translate(builder: Builder, node: onnx.NodeProto) -> None:
+    support = ONNX_OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+    if support is None:
+        raise UnsupportedError(
+            builder.path, node.name, node.op_type, unsupported_reason(node.op_type, node.domain)
+        )
+    facts = builder.facts(node)
+    violations = support.violations(facts)
+    if violations:
+        raise UnsupportedError(builder.path, node.name, node.op_type, violations[0].reason)
+    HANDLERS[node.op_type](builder, facts)
+
+
+def _first_reader(builder: Builder, value: str) -> str | None:
+    readers = builder.readers.get(value)
+    return readers[0].name if readers else None
+
+
+def _graph_output(builder: Builder, value: str) -> str:
+    name = builder.name(value)
+    tensor = builder.tensors.get(name)
+    if tensor is None or tensor.is_constant:
+        raise ModelError(
+            builder.path,
+            f"graph output {value!r} is a constant (computable without any input); nothing to run",
+        )
+    return name

@@ -1,0 +1,256 @@
+"""The ONNX operators the importer maps to the IR, each with the constraints CMSIS-NN imposes at import.
+
+These are the limits visible on the ONNX node itself (attributes, ranks, which inputs are constants).
+Limits that depend on the CMSIS-NN form of the graph (NHWC, fused activations) are in `kernels`. What
+ONNX itself forbids (negative Conv/pool pads, mismatched shapes) is reported by ONNX's checker and shape
+inference, as a ModelError naming the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from quantcore.ir import Op
+from quantcore.support.table import Constraint, OnnxConstraint, OnnxNode, OpSupport
+
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _c(*checks: Callable[[OnnxNode], bool]) -> tuple[OnnxConstraint, ...]:
+    return tuple(Constraint(check) for check in checks)
+
+
+# -- shared ---------------------------------------------------------------------------------------------
+
+
+def input_is_4d(node: OnnxNode) -> bool:
+    """Only 2-D spatial layers (a 4-D NCHW input) map to CMSIS-NN's conv and pool kernels; export a 1-D
+    layer as a 2-D one with a height of 1 (e.g. Conv2d with kernel (1, k))."""
+    return node.rank(0) == 4
+
+
+def auto_pad_known(node: OnnxNode) -> bool:
+    """The auto_pad attribute must be NOTSET, SAME_UPPER, SAME_LOWER or VALID."""
+    return node.attr("auto_pad", "NOTSET") in AUTO_PADS
+
+
+def weights_constant(node: OnnxNode) -> bool:
+    """The weights and bias must be constants (initializers): CMSIS-NN's kernels read int8 weights and an
+    int32 bias baked into Flash, not tensors computed at run time."""
+    return all(node.is_const(i) for i in range(1, len(node.inputs)) if node.has_input(i))
+
+
+# -- Gemm / MatMul --------------------------------------------------------------------------------------
+
+
+def gemm_b_constant(node: OnnxNode) -> bool:
+    """Gemm maps to a fully-connected layer only when B (the weights) and C (the bias) are constants;
+    a product of two activations would need arm_batch_matmul_s8, which Fixpoint does not generate."""
+    return weights_constant(node)
+
+
+def gemm_a_not_constant(node: OnnxNode) -> bool:
+    """Gemm's A must be the activation; a Gemm whose A is a constant and whose B is an activation has no
+    fully-connected form."""
+    return not node.is_const(0)
+
+
+def gemm_bias_per_output(node: OnnxNode) -> bool:
+    """Gemm's C must be a scalar or one value per output (shape (N,) or (1, N)): CMSIS-NN's
+    fully-connected kernels add one int32 bias per output channel, never a per-row bias."""
+    c = node.const(2)
+    if c is None:
+        return True
+    n = node.input_shapes[1][0 if node.attr("transB", 0) else 1] if node.input_shapes[1] else None
+    return c.size == 1 or (c.size == n and c.ndim <= 2 and c.shape[0] == (1 if c.ndim == 2 else n))
+
+
+def matmul_b_constant_2d(node: OnnxNode) -> bool:
+    """MatMul maps to a fully-connected layer only when B is a constant 2-D matrix (the weights); a
+    product of two activations would need arm_batch_matmul_s8, which Fixpoint does not generate."""
+    b = node.const(1)
+    return b is not None and b.ndim == 2 and not node.is_const(0)
+
+
+def matmul_a_2d(node: OnnxNode) -> bool:
+    """MatMul's A must be 2-D (batch, features): CMSIS-NN's fully-connected kernels take rows of
+    features. Flatten (reshape) a higher-rank input before the MatMul."""
+    return node.rank(0) == 2
+
+
+# -- BatchNormalization ---------------------------------------------------------------------------------
+
+
+def batchnorm_params_constant(node: OnnxNode) -> bool:
+    """BatchNormalization's scale, bias, mean and variance must be constants: CMSIS-NN has no batch-norm
+    kernel, so they are folded into the preceding convolution or fully-connected layer."""
+    return weights_constant(node)
+
+
+def batchnorm_inference(node: OnnxNode) -> bool:
+    """BatchNormalization must be in inference mode (training_mode=0, spatial=1, only its Y output
+    used): the running statistics outputs are training artefacts with no CMSIS-NN counterpart."""
+    return (
+        node.attr("training_mode", 0) == 0 and node.attr("spatial", 1) == 1 and not any(node.outputs_used[1:])
+    )
+
+
+# -- Clip -----------------------------------------------------------------------------------------------
+
+
+def clip_bounds_constant(node: OnnxNode) -> bool:
+    """Clip's min and max must be constants: they become the fixed [act_min, act_max] clamp of the
+    producing CMSIS-NN kernel."""
+    return all(node.is_const(i) for i in (1, 2) if node.has_input(i))
+
+
+# -- pooling --------------------------------------------------------------------------------------------
+
+
+def pool_dilations_one(node: OnnxNode) -> bool:
+    """Pooling with dilations other than 1 has no CMSIS-NN kernel (arm_max_pool_s8 and arm_avgpool_s8 take
+    no dilation)."""
+    return all(d == 1 for d in node.attr("dilations", ()))
+
+
+def maxpool_storage_order_default(node: OnnxNode) -> bool:
+    """MaxPool's storage_order=1 (column-major Indices) is rejected: it only concerns the Indices output,
+    which has no CMSIS-NN counterpart."""
+    return bool(node.attr("storage_order", 0) == 0)
+
+
+def maxpool_no_indices(node: OnnxNode) -> bool:
+    """MaxPool's Indices output has no CMSIS-NN counterpart (arm_max_pool_s8 returns only the maxima);
+    export without return_indices."""
+    return not any(node.outputs_used[1:])
+
+
+# -- Pad ------------------------------------------------------------------------------------------------
+
+
+def pad_mode_constant(node: OnnxNode) -> bool:
+    """Only constant-mode Pad has a CMSIS-NN counterpart (arm_pad_s8); the 'reflect', 'edge' and 'wrap'
+    modes have none. Re-export with constant (zero) padding, or pad in the preprocessing."""
+    return bool(node.attr("mode", "constant") == "constant")
+
+
+def pad_amounts_constant(node: OnnxNode) -> bool:
+    """Pad's pads, constant_value and axes must be constants: arm_pad_s8 takes fixed before/after
+    amounts and one pad value."""
+    return all(node.is_const(i) for i in range(1, len(node.inputs)) if node.has_input(i))
+
+
+def pad_not_negative(node: OnnxNode) -> bool:
+    """Negative Pad amounts crop the tensor; arm_pad_s8 only adds. Re-export without negative pads."""
+    pads = node.attr("pads", None) if node.opset < 11 else node.const(1)
+    return pads is None or all(int(p) >= 0 for p in pads)
+
+
+# -- the rest -------------------------------------------------------------------------------------------
+
+
+def dropout_inference(node: OnnxNode) -> bool:
+    """Dropout must be in inference mode (training_mode false, its mask output unused): at inference
+    it is the identity; the mask is a training artefact."""
+    training = node.const(2)
+    return not any(node.outputs_used[1:]) and (training is None or not bool(training.all()))
+
+
+def binary_has_activation(node: OnnxNode) -> bool:
+    """At least one input of an elementwise Add/Mul must be an activation (constant-only arithmetic is
+    folded at import)."""
+    return not (node.is_const(0) and node.is_const(1))
+
+
+ONNX_OPS: Mapping[str, OpSupport] = {
+    s.op_type: s
+    for s in (
+        OpSupport(
+            "Conv",
+            (Op.CONV2D,),
+            _c(input_is_4d, weights_constant, auto_pad_known),
+            "Groups (grouped and depthwise), dilations, strides; auto_pad resolved to explicit pads "
+            "(top, left, bottom, right) from the static input shape.",
+        ),
+        OpSupport(
+            "Gemm",
+            (Op.FULLY_CONNECTED, Op.TRANSPOSE),
+            _c(gemm_a_not_constant, gemm_b_constant, gemm_bias_per_output),
+            "alpha and beta are folded into the weights and bias, transB=0 transposes the weights to "
+            "(out, in); transA=1 adds a TRANSPOSE in front.",
+        ),
+        OpSupport(
+            "MatMul",
+            (Op.FULLY_CONNECTED,),
+            _c(matmul_b_constant_2d, matmul_a_2d),
+            "The weights are B transposed to (out, in); a following Add of a constant per-output vector "
+            "is folded into the bias.",
+        ),
+        OpSupport(
+            "BatchNormalization",
+            (Op.BATCH_NORM,),
+            _c(batchnorm_params_constant, batchnorm_inference),
+            "Kept as BATCH_NORM for the passes to fold into the preceding layer.",
+        ),
+        OpSupport("Relu", (Op.RELU,)),
+        OpSupport(
+            "Clip",
+            (Op.CLIP,),
+            _c(clip_bounds_constant),
+            "min/max are read from attributes (opset < 11) or constant inputs; an absent bound is None.",
+        ),
+        OpSupport(
+            "MaxPool",
+            (Op.MAX_POOL,),
+            _c(
+                input_is_4d,
+                auto_pad_known,
+                pool_dilations_one,
+                maxpool_storage_order_default,
+                maxpool_no_indices,
+            ),
+            "auto_pad and ceil_mode are resolved into explicit pads (ceil_mode adds bottom/right padding, "
+            "recorded in ceil_pads) giving ONNX's output size.",
+        ),
+        OpSupport(
+            "AveragePool",
+            (Op.AVG_POOL,),
+            _c(input_is_4d, auto_pad_known, pool_dilations_one),
+            "As MaxPool; count_include_pad is recorded (ceil_mode's extra padding never counts, as in "
+            "ONNX Runtime).",
+        ),
+        OpSupport("GlobalAveragePool", (Op.GLOBAL_AVG_POOL,), _c(input_is_4d)),
+        OpSupport(
+            "Add",
+            (Op.ADD,),
+            _c(binary_has_activation),
+            "A constant operand is put second; numpy broadcasting as in ONNX.",
+        ),
+        OpSupport("Mul", (Op.MUL,), _c(binary_has_activation), "As Add."),
+        OpSupport("Flatten", (Op.RESHAPE,), (), "RESHAPE to the static output shape."),
+        OpSupport("Reshape", (Op.RESHAPE,), (), "RESHAPE to the static output shape."),
+        OpSupport("Squeeze", (Op.RESHAPE,), (), "RESHAPE to the static output shape."),
+        OpSupport("Unsqueeze", (Op.RESHAPE,), (), "RESHAPE to the static output shape."),
+        OpSupport(
+            "Softmax",
+            (Op.SOFTMAX, Op.RESHAPE),
+            (),
+            "axis is made non-negative; before opset 13 the input is coerced to 2-D at axis, so a softmax "
+            "over several trailing axes becomes RESHAPE, SOFTMAX, RESHAPE.",
+        ),
+        OpSupport("Concat", (Op.CONCAT,), (), "axis is made non-negative."),
+        OpSupport(
+            "Pad",
+            (Op.PAD,),
+            _c(pad_mode_constant, pad_amounts_constant, pad_not_negative),
+            "pads in ONNX order (all begins, then all ends) over every axis, the axes input expanded; "
+            "value is the constant.",
+        ),
+        OpSupport("Transpose", (Op.TRANSPOSE,), (), "perm defaults to reversing the axes."),
+        OpSupport("Identity", (Op.IDENTITY,)),
+        OpSupport("Dropout", (Op.IDENTITY,), _c(dropout_inference), "The identity at inference."),
+        OpSupport("Constant", (), (), "Becomes a constant tensor."),
+    )
+}
+"""Every ONNX operator (default domain) the importer maps. Any node whose inputs are all constants,
+whatever its type (Shape-Gather-Concat chains feeding a Reshape, Cast, Constant), is evaluated at import."""

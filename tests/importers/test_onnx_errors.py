@@ -1,0 +1,211 @@
+"""Bad models: each gives one ModelError / UnsupportedError naming the file, the node and what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from onnx import NodeProto, TensorProto, helper
+
+from quantcore.errors import ModelError, UnsupportedError
+from quantcore.importers import import_onnx
+from quantcore.support import NO_COUNTERPART, ONNX_OPS
+
+from .models import data, model, rng, value
+from .test_onnx_ops import _cnn
+
+
+def _write(tmp_path: Path, raw: bytes, name: str = "model.onnx") -> Path:
+    path = tmp_path / name
+    path.write_bytes(raw)
+    return path
+
+
+@pytest.mark.parametrize("keep", [0.1, 0.5, 0.9, 0.999])
+def test_truncated_file(tmp_path: Path, keep: float) -> None:
+    raw, _ = _cnn()
+    path = _write(tmp_path, raw[: int(len(raw) * keep)])
+    with pytest.raises(ModelError) as info:
+        import_onnx(path)
+    assert type(info.value) is ModelError and str(path) in str(info.value)
+
+
+def test_garbage_and_empty_files(tmp_path: Path) -> None:
+    for raw in (b"", b"\xff" * 64, rng(30).integers(0, 256, 1000, dtype=np.uint8).tobytes()):
+        path = _write(tmp_path, raw)
+        with pytest.raises(ModelError, match=str(path)):
+            import_onnx(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="cannot read the model file"):
+        import_onnx(tmp_path / "absent.onnx")
+
+
+def test_dynamic_height_names_the_tensor_and_the_fix(tmp_path: Path) -> None:
+    w = np.ones((2, 3, 3, 3), np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv1")
+    m = model([node], [value("x", ["N", 3, "H", 32])], [value("y", ["N", 2, "H2", 30])], {"w": w})
+    path = _write(tmp_path, data(m))
+    with pytest.raises(ModelError) as info:
+        import_onnx(path)
+    message = str(info.value)
+    assert str(path) in message and "'conv1'" in message and "'x'" in message and "'H'" in message
+    assert "static input shapes" in message
+
+
+def test_nan_weight_names_the_initializer_and_its_reader(tmp_path: Path) -> None:
+    w = np.ones((2, 3, 3, 3), np.float32)
+    w[1, 2, 0, 1] = np.nan
+    node = helper.make_node("Conv", ["x", "conv.weight"], ["y"], name="conv1")
+    path = _write(
+        tmp_path, data(model([node], [value("x", [1, 3, 8, 8])], [value("y", None)], {"conv.weight": w}))
+    )
+    with pytest.raises(ModelError) as info:
+        import_onnx(path)
+    message = str(info.value)
+    assert str(path) in message and "'conv1'" in message and "'conv.weight'" in message and "NaN" in message
+    assert "(1, 2, 0, 1)" in message
+
+
+def test_lstm_is_unsupported_with_the_tables_reason(tmp_path: Path) -> None:
+    r = rng(31)
+    inits = {
+        "W": r.standard_normal((1, 16, 3)).astype(np.float32),
+        "R": r.standard_normal((1, 16, 4)).astype(np.float32),
+    }
+    node = helper.make_node("LSTM", ["x", "W", "R"], ["y"], name="encoder/lstm", hidden_size=4)
+    path = _write(tmp_path, data(model([node], [value("x", [5, 1, 3])], [value("y", None)], inits)))
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(path)
+    error = info.value
+    assert error.op_type == "LSTM" and error.node == "encoder/lstm" and error.reason == NO_COUNTERPART["LSTM"]
+    assert str(path) in str(error) and "CMSIS-NN has no LSTM kernel for ONNX's layout" in str(error)
+
+
+def test_pad_reflect_is_unsupported(tmp_path: Path) -> None:
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], name="pad1", mode="reflect")
+    inits = {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}
+    path = _write(tmp_path, data(model([node], [value("x", [1, 1, 4, 4])], [value("y", None)], inits)))
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(path)
+    (constraint,) = [c for c in ONNX_OPS["Pad"].constraints if c.name == "pad_mode_constant"]
+    assert (
+        info.value.reason == constraint.reason
+        and "'pad1'" in str(info.value)
+        and str(path) in str(info.value)
+    )
+
+
+X = [value("x", [1, 2, 4, 4])]
+Y = [value("y", [1, 2, 3, 3])]
+_MAXPOOL = {"kernel_shape": [2, 2]}
+
+
+@pytest.mark.parametrize(
+    ("node", "inputs", "outputs", "constraint"),
+    [
+        (
+            helper.make_node("MaxPool", ["x"], ["y"], name="n", storage_order=1, **_MAXPOOL),
+            X,
+            Y,
+            "maxpool_storage_order_default",
+        ),
+        (
+            helper.make_node("MaxPool", ["x"], ["y"], name="n", dilations=[2, 2], **_MAXPOOL),
+            X,
+            [value("y", [1, 2, 2, 2])],
+            "pool_dilations_one",
+        ),
+        (
+            helper.make_node("MaxPool", ["x"], ["y", "idx"], name="n", **_MAXPOOL),
+            X,
+            [*Y, value("idx", [1, 2, 3, 3], TensorProto.INT64)],
+            "maxpool_no_indices",
+        ),
+        (
+            helper.make_node("Dropout", ["x"], ["y", "mask"], name="n"),
+            X,
+            [value("y", [1, 2, 4, 4]), value("mask", [1, 2, 4, 4], TensorProto.BOOL)],
+            "dropout_inference",
+        ),
+        (
+            helper.make_node("MatMul", ["x", "x2"], ["y"], name="n"),
+            [value("x", [1, 4]), value("x2", [4, 3])],
+            [value("y", [1, 3])],
+            "matmul_b_constant_2d",
+        ),
+        (
+            helper.make_node("Clip", ["x", "x2"], ["y"], name="n"),
+            [*X, value("x2", [])],
+            [value("y", [1, 2, 4, 4])],
+            "clip_bounds_constant",
+        ),
+    ],
+)
+def test_attribute_constraints(
+    node: NodeProto, inputs: list[Any], outputs: list[Any], constraint: str
+) -> None:
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(data(model([node], inputs, outputs)), name="bad.onnx")
+    (expected,) = [c for c in ONNX_OPS[info.value.op_type].constraints if c.name == constraint]
+    assert info.value.reason == expected.reason and info.value.node == "n"
+    assert str(info.value).startswith("bad.onnx: node 'n': ")
+
+
+def test_negative_pads_onnx_forbids_are_reported_by_shape_inference() -> None:
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="crop", pads=[-1, 0, 0, 0])
+    m = model(
+        [node],
+        [value("x", [1, 1, 5, 5])],
+        [value("y", [1, 1, 2, 3])],
+        {"w": np.ones((1, 1, 3, 3), np.float32)},
+    )
+    with pytest.raises(ModelError, match=r"shape inference failed.*crop.*negative"):
+        import_onnx(data(m), name="crop.onnx")
+
+
+def test_negative_pad_amounts_crop_and_are_unsupported() -> None:
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], name="crop")
+    inits = {"pads": np.array([0, 0, -1, 0, 0, 0, 0, 0], np.int64)}
+    with pytest.raises(UnsupportedError, match="Negative Pad amounts crop"):
+        import_onnx(data(model([node], [value("x", [1, 1, 4, 4])], [value("y", None)], inits)))
+
+
+def test_one_dimensional_conv_is_unsupported() -> None:
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv1d")
+    m = model([node], [value("x", [1, 2, 9])], [value("y", None)], {"w": np.ones((3, 2, 3), np.float32)})
+    with pytest.raises(UnsupportedError, match="Only 2-D spatial layers"):
+        import_onnx(data(m))
+
+
+def test_unknown_and_foreign_ops() -> None:
+    node = helper.make_node("Erf", ["x"], ["y"], name="erf")
+    with pytest.raises(UnsupportedError, match="no kernel for ONNX Erf"):
+        import_onnx(data(model([node], [value("x", [1, 3])], [value("y", None)])))
+    custom = helper.make_node("FusedConv", ["x"], ["y"], name="fused", domain="com.microsoft")
+    m = model([custom], [value("x", [1, 3])], [value("y", [1, 3])])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    with pytest.raises(UnsupportedError, match=r"'com\.microsoft' domain"):
+        import_onnx(data(m))
+
+
+def test_non_float_input_and_old_opset() -> None:
+    node = helper.make_node("Relu", ["x"], ["y"], name="relu")
+    m = model([node], [value("x", [1, 3], TensorProto.DOUBLE)], [value("y", [1, 3], TensorProto.DOUBLE)])
+    with pytest.raises(ModelError, match="graph input 'x' is double"):
+        import_onnx(data(m))
+    with pytest.raises(ModelError, match="opset 6"):
+        import_onnx(data(model([node], [value("x", [1, 3])], [value("y", [1, 3])], opset=6)))
+
+
+def test_integer_activation_is_rejected() -> None:
+    nodes = [
+        helper.make_node("Cast", ["x"], ["i"], name="cast", to=TensorProto.INT64),
+        helper.make_node("Identity", ["i"], ["y"], name="id"),
+    ]
+    m = model(nodes, [value("x", [1, 3])], [value("y", [1, 3], TensorProto.INT64)])
+    with pytest.raises(UnsupportedError, match="Cast"):
+        import_onnx(data(m))

@@ -1,0 +1,61 @@
+"""Small float ONNX models built with onnx.helper for tests (no binary fixtures in the repo)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def small_cnn(seed: int = 0, batch: int | str = "N") -> onnx.ModelProto:
+    """Conv-BN-ReLU, MaxPool, depthwise Conv-Clip(0,6), Conv1x1-ReLU, GAP, Flatten, Gemm, Softmax."""
+    rng = np.random.default_rng(seed)
+
+    def init(name: str, *shape: int, scale: float = 0.3) -> onnx.TensorProto:
+        return numpy_helper.from_array(rng.normal(0, scale, shape).astype(np.float32), name)
+
+    inits = [
+        init("c1.w", 8, 1, 3, 3, scale=0.5),
+        init("c1.b", 8, scale=0.1),
+        numpy_helper.from_array(rng.uniform(0.5, 1.5, 8).astype(np.float32), "bn.g"),
+        init("bn.beta", 8, scale=0.1),
+        init("bn.mean", 8, scale=0.1),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "bn.var"),
+        init("dw.w", 8, 1, 3, 3),
+        init("dw.b", 8, scale=0.1),
+        init("pw.w", 12, 8, 1, 1),
+        init("pw.b", 12, scale=0.1),
+        init("fc.w", 10, 12),
+        init("fc.b", 10, scale=0.1),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+        numpy_helper.from_array(np.array(6.0, np.float32), "six"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "c1.w", "c1.b"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "BatchNormalization", ["c1", "bn.g", "bn.beta", "bn.mean", "bn.var"], ["bn1"], name="bn1"
+        ),
+        helper.make_node("Relu", ["bn1"], ["relu1"], name="relu1"),
+        helper.make_node("MaxPool", ["relu1"], ["pool1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node(
+            "Conv", ["pool1", "dw.w", "dw.b"], ["dw"], name="dwconv", group=8, pads=[1, 1, 1, 1]
+        ),
+        helper.make_node("Clip", ["dw", "zero", "six"], ["relu6"], name="relu6"),
+        helper.make_node("Conv", ["relu6", "pw.w", "pw.b"], ["pw"], name="pwconv"),
+        helper.make_node("Relu", ["pw"], ["relu2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["relu2"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="fc", transB=1),
+        helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "small_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 1, 16, 16])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, 10])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
