@@ -38,6 +38,8 @@ class QuantizeOptions:
     """Calibration method by layer (node) name or tensor name."""
     per_channel: bool = True
     rounding: Rounding = Rounding.DOUBLE
+    int16_layers: frozenset[str] = frozenset()
+    """Layers to run with int16 activations (CMSIS-NN's s16 kernels)."""
     batch_size: int = 64
     progress: bool = False
 
@@ -86,7 +88,9 @@ def quantize(
 ) -> QuantizeResult:
     plan = CalibrationPlan(options.method, dict(options.per_layer), options.batch_size, options.progress)
     calibration, summary = calibrate(model.graph, model.float_model, data, plan)
-    qgraph = quantize_graph(model.graph, calibration, QuantConfig(options.per_channel, options.rounding))
+    qgraph = quantize_graph(
+        model.graph, calibration, QuantConfig(options.per_channel, options.rounding, options.int16_layers)
+    )
     return QuantizeResult(model, qgraph, to_document(qgraph, summary))
 
 

@@ -26,6 +26,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor, not per channel")
     p.add_argument(
+        "--int16",
+        action="append",
+        default=[],
+        metavar="LAYER",
+        help="run this layer with int16 activations on CMSIS-NN's s16 kernels (repeatable)",
+    )
+    p.add_argument(
         "--rounding",
         choices=[r.value for r in Rounding],
         default="double",

@@ -47,6 +47,7 @@ class Op(enum.Enum):
       RESHAPE           (x)  shape (static, fully resolved)
       TRANSPOSE         (x)  perm
       IDENTITY          (x)  (Identity, Dropout at inference)
+      REQUANTIZE        (x)  inserted by the quantizer where an int8 tensor meets an int16 layer or back
     Every tensor has a static shape; graph inputs have the batch dimension fixed (1 unless configured).
     """
 
@@ -67,6 +68,7 @@ class Op(enum.Enum):
     RESHAPE = ("reshape", False)
     TRANSPOSE = ("transpose", False)
     IDENTITY = ("identity", False)
+    REQUANTIZE = ("requantize", False)
 
     def __init__(self, json_name: str, computes: bool) -> None:
         self.json_name = json_name

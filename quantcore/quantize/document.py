@@ -15,6 +15,7 @@ from quantcore import __version__
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Activation, DType, Graph, Node, QuantParams, Tensor
 from quantcore.quantize.params_json import FORMAT, VERSION
+from quantcore.quantize.precision import assign_precision
 from quantcore.quantize.scheme import quantize_bias, quantize_weights
 
 CMSIS_NN_API = "7.0.0"
@@ -116,6 +117,9 @@ _WEIGHTED = {
     "arm_depthwise_conv_wrapper_s8",
     "arm_fully_connected_s8",
     "arm_fully_connected_per_channel_s8",
+    "arm_convolve_wrapper_s16",
+    "arm_depthwise_conv_wrapper_s16",
+    "arm_fully_connected_s16",
 }
 
 
@@ -141,6 +145,12 @@ def _layer(graph: Graph, node: Node) -> dict[str, Any]:
 def from_document(graph: Graph, doc: Mapping[str, Any]) -> Graph:
     """Apply a (validated) document to the prepared float graph of the same model."""
     tensors = doc["tensors"]
+    wide = [
+        layer["name"]
+        for layer in doc["layers"]
+        if layer["op"] != "requantize" and tensors.get(layer["outputs"][0], {}).get("dtype") == "int16"
+    ]
+    graph, _ = assign_precision(graph, wide)
     updated = []
     for tensor in graph.activations():
         entry = tensors.get(tensor.name)
@@ -205,7 +215,7 @@ def _apply_layer(
     channels = w.shape[3 if axis == 3 else 0]
     b = graph.constant(node.inputs[2]) if node.inputs[2] else np.zeros(channels, np.float32)
     b_scale = np.broadcast_to(np.asarray(b_entry["scale"], np.float64), (channels,))
-    q_b = quantize_bias(b, 1.0, b_scale)
+    q_b = quantize_bias(b, 1.0, b_scale, wide=b_entry["dtype"] == "int64")
     wq = Tensor(
         layer["weights"],
         q_w.shape,
@@ -213,11 +223,12 @@ def _apply_layer(
         q_w,
         quant=QuantParams(DType.INT8, w_scale, np.zeros(w_scale.shape, np.int64), axis=axis),
     )
+    b_dtype = _dtype(b_entry["dtype"])
     bq = Tensor(
         layer["bias"],
         q_b.shape,
-        DType.INT32,
+        b_dtype,
         q_b,
-        quant=QuantParams(DType.INT32, np.array(b_scale), np.zeros(channels, np.int64), axis=0),
+        quant=QuantParams(b_dtype, np.array(b_scale), np.zeros(channels, np.int64), axis=0),
     )
     return node.evolve(inputs=(node.inputs[0], wq.name, bq.name)).with_attrs(**attrs), [wq, bq]

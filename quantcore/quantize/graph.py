@@ -19,6 +19,7 @@ from quantcore.calibrate.qparams import quant_params
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.kernels.requantize import Rounding
 from quantcore.quantize import params as P
+from quantcore.quantize.precision import assign_precision
 from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_scales
 
 _SHARES_INPUT_QPARAMS = (Op.MAX_POOL, Op.AVG_POOL, Op.RESHAPE, Op.PAD, Op.TRANSPOSE, Op.CONCAT)
@@ -31,6 +32,8 @@ class QuantConfig:
     """One weight scale per output channel (CMSIS-NN's default); False = one per tensor."""
     rounding: Rounding = Rounding.DOUBLE
     """The requantization rounding of the firmware's CMSIS-NN build."""
+    int16_layers: frozenset[str] = frozenset()
+    """Layers that run with int16 activations on CMSIS-NN's s16 kernels (mixed precision)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,8 @@ class Calibration:
 
 
 def quantize_graph(graph: Graph, calibration: Calibration, config: QuantConfig = QuantConfig()) -> Graph:
+    graph, copies = assign_precision(graph, config.int16_layers)
+    calibration = _with_copies(calibration, copies)
     activations = _activation_qparams(graph, calibration)
     graph = graph.with_tensors(*activations.values())
     nodes = []
@@ -61,6 +66,17 @@ def quantize_graph(graph: Graph, calibration: Calibration, config: QuantConfig =
 
 
 # -- activations ----------------------------------------------------------------------------------
+
+
+def _with_copies(calibration: Calibration, copies: Mapping[str, str]) -> Calibration:
+    """A converted copy of a tensor holds the same real values: it takes its source's statistics."""
+    if not copies:
+        return calibration
+
+    def extend(table: Mapping[str, Any]) -> dict[str, Any]:
+        return {**table, **{new: table[src] for new, src in copies.items() if src in table}}
+
+    return Calibration(extend(calibration.ranges), extend(calibration.observed), extend(calibration.methods))
 
 
 def _groups(graph: Graph) -> dict[str, str]:
@@ -95,9 +111,9 @@ def _activation_qparams(graph: Graph, calibration: Calibration) -> dict[str, Ten
     result = {}
     for tensor in graph.activations():
         group = groups[tensor.name]
-        result[tensor.name] = tensor.evolve(
-            dtype=DType.INT8, quant=_qparams_for(tensor, group, fixed, imported, spans, calibration)
-        )
+        dtype = DType.INT16 if tensor.dtype is DType.INT16 else DType.INT8
+        quant = _qparams_for(tensor.evolve(dtype=dtype), group, fixed, imported, spans, calibration)
+        result[tensor.name] = tensor.evolve(dtype=dtype, quant=quant)
     return result
 
 
@@ -114,15 +130,15 @@ def _qparams_for(
         scale, zp = fixed[group]
         return QuantParams(DType.INT8, np.array(scale), np.array(zp), observed=observed, method="fixed")
     source = imported.get(group)
-    if source is not None:
+    if source is not None and tensor.dtype is DType.INT8:
         return QuantParams(DType.INT8, source.scale, source.zero_point, observed=observed, method="imported")
     if group not in spans:
         raise P.QuantizationError(f"tensor {tensor.name!r} has no calibrated range")
     lo, hi = spans[group]
-    scale, zp = quant_params(lo, hi, "int8")
+    scale, zp = quant_params(lo, hi, "int16" if tensor.dtype is DType.INT16 else "int8")  # int16: symmetric
     method = calibration.methods.get(tensor.name)
     return QuantParams(
-        DType.INT8, np.array(scale), np.array(zp), observed=observed, clip=(lo, hi), method=method
+        tensor.dtype, np.array(scale), np.array(zp), observed=observed, clip=(lo, hi), method=method
     )
 
 
@@ -139,33 +155,52 @@ def _qp(graph: Graph, name: str) -> tuple[float, int]:
 
 
 def _clamp(graph: Graph, node: Node) -> dict[str, int]:
-    scale, zp = _qp(graph, node.outputs[0])
+    out = graph.tensor(node.outputs[0])
+    scale, zp = _qp(graph, out.name)
     lo, hi = P.activation_range(
-        node.attr("activation", Activation.NONE), node.attr("clip"), scale, zp, DType.INT8
+        node.attr("activation", Activation.NONE), node.attr("clip"), scale, zp, out.dtype
     )
     return {"act_min": lo, "act_max": hi}
+
+
+def _wide(graph: Graph, node: Node) -> bool:
+    """The layer runs on CMSIS-NN's s16 kernels (int16 activations)."""
+    return graph.tensor(node.outputs[0]).dtype is DType.INT16
+
+
+_CONV_KERNELS = {
+    (Op.CONV2D, False): "arm_convolve_wrapper_s8",
+    (Op.CONV2D, True): "arm_convolve_wrapper_s16",
+    (Op.DEPTHWISE_CONV2D, False): "arm_depthwise_conv_wrapper_s8",
+    (Op.DEPTHWISE_CONV2D, True): "arm_depthwise_conv_wrapper_s16",
+}
 
 
 def _conv_like(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
     x, w_name, b_name = node.inputs
     s_in, zp_in = _qp(graph, x)
     s_out, zp_out = _qp(graph, node.outputs[0])
-    wq, s_w = _weights(graph, node, w_name, config.per_channel)
+    wide = _wide(graph, node)
+    # arm_fully_connected_s16 takes one multiplier: its weights are quantized per tensor.
+    per_channel = config.per_channel and not (wide and node.op is Op.FULLY_CONNECTED)
+    wq, s_w = _weights(graph, node, w_name, per_channel)
     bias = graph.constant(b_name) if b_name else np.zeros(len(s_w), np.float32)
-    q_b = quantize_bias(bias, s_in, s_w)
+    bias_dtype = DType.INT64 if wide else DType.INT32  # the s16 kernels take int64 biases
+    q_b = quantize_bias(bias, s_in, s_w, wide)
     bq = Tensor(
         f"{node.name}.bias",
         q_b.shape,
-        DType.INT32,
+        bias_dtype,
         q_b,
-        quant=QuantParams(DType.INT32, s_in * s_w, np.zeros(len(s_w), np.int64), axis=0),
+        quant=QuantParams(bias_dtype, s_in * s_w, np.zeros(len(s_w), np.int64), axis=0),
     )
     params = {**P.conv_params(node.name, s_in, zp_in, s_w, s_out, zp_out), **_clamp(graph, node)}
     if node.op is Op.FULLY_CONNECTED:
         params["filter_offset"] = 0
-        if not config.per_channel:
+        if not per_channel:
             params["multiplier"], params["shift"] = params["multiplier"][0], params["shift"][0]
-        kernel = "arm_fully_connected_per_channel_s8" if config.per_channel else "arm_fully_connected_s8"
+        kernel = "arm_fully_connected_per_channel_s8" if per_channel else "arm_fully_connected_s8"
+        kernel = "arm_fully_connected_s16" if wide else kernel
     else:
         top, left, _, _ = node.attr("pads", (0, 0, 0, 0))
         params["stride"] = list(node.attr("strides", (1, 1)))
@@ -173,9 +208,7 @@ def _conv_like(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, lis
         params["dilation"] = list(node.attr("dilations", (1, 1)))
         if node.op is Op.DEPTHWISE_CONV2D:
             params["ch_mult"] = len(s_w) // graph.tensor(x).shape[3]
-        kernel = (
-            "arm_depthwise_conv_wrapper_s8" if node.op is Op.DEPTHWISE_CONV2D else "arm_convolve_wrapper_s8"
-        )
+        kernel = _CONV_KERNELS[(node.op, wide)]
     quantized = node.evolve(inputs=(x, wq.name, bq.name)).with_attrs(kernel=kernel, params=params)
     return quantized, [wq, bq]
 
@@ -200,14 +233,18 @@ def _weights(graph: Graph, node: Node, w_name: str, per_channel: bool) -> tuple[
         scales,
         np.zeros(scales.shape, np.int64),
         axis=axis if per_channel else None,
-        observed=(_per_channel(w, axis, np.min), _per_channel(w, axis, np.max)),
+        observed=_observed(w, axis if per_channel else None),
     )
     tensor = Tensor(f"{node.name}.weight", q_w.shape, DType.INT8, q_w, quant=quant)
     return tensor, np.broadcast_to(scales, (channels,)).astype(np.float64)
 
 
-def _per_channel(w: np.ndarray, axis: int, fn: Callable[..., Any]) -> list[float]:
-    return [float(v) for v in fn(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1), axis=1)]
+def _observed(w: np.ndarray, axis: int | None) -> tuple[Any, Any]:
+    """(min, max) of the float weights: per output channel, or of the whole tensor."""
+    if axis is None:
+        return float(w.min()), float(w.max())
+    rows = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+    return [float(v) for v in rows.min(axis=1)], [float(v) for v in rows.max(axis=1)]
 
 
 def _pool(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
@@ -218,18 +255,33 @@ def _pool(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Ten
         "padding": [top, left],
         **_clamp(graph, node),
     }
-    kernel = "arm_max_pool_s8" if node.op is Op.MAX_POOL else "arm_avgpool_s8"
-    return node.with_attrs(kernel=kernel, params=params), []
+    kernel = "arm_max_pool_s" if node.op is Op.MAX_POOL else "arm_avgpool_s"
+    return node.with_attrs(kernel=kernel + ("16" if _wide(graph, node) else "8"), params=params), []
 
 
 def _binary(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
     a, b = node.inputs
     (s1, z1), (s2, z2), (so, zo) = _qp(graph, a), _qp(graph, b), _qp(graph, node.outputs[0])
+    dtype = graph.tensor(node.outputs[0]).dtype
     if node.op is Op.ADD:
-        params, kernel = P.add_params(node.name, s1, z1, s2, z2, so, zo), "arm_elementwise_add_s8"
+        params, kernel = P.add_params(node.name, s1, z1, s2, z2, so, zo, dtype), "arm_elementwise_add_s"
     else:
-        params, kernel = P.mul_params(node.name, s1, z1, s2, z2, so, zo), "arm_elementwise_mul_s8"
+        params, kernel = P.mul_params(node.name, s1, z1, s2, z2, so, zo), "arm_elementwise_mul_s"
+    kernel += "16" if dtype is DType.INT16 else "8"
     return node.with_attrs(kernel=kernel, params={**params, **_clamp(graph, node)}), []
+
+
+def _requantize(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    """int8 <-> int16 conversion: out = clamp(requantize(x - zp_in, s_in / s_out) + zp_out)."""
+    (s_in, zp_in), (s_out, zp_out) = _qp(graph, node.inputs[0]), _qp(graph, node.outputs[0])
+    out = graph.tensor(node.outputs[0]).dtype
+    assert out.qmin is not None and out.qmax is not None
+    params = {
+        **P.requantize_params(node.name, s_in, zp_in, s_out, zp_out),
+        "act_min": out.qmin,
+        "act_max": out.qmax,
+    }
+    return node.with_attrs(kernel="fixpoint_requantize", params=params), []
 
 
 def _softmax(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
@@ -241,6 +293,33 @@ def _passthrough(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, l
     return node.with_attrs(kernel=None, params={}), []
 
 
+# arm_concatenation_s8_<axis>: CMSIS-NN names NHWC's axes w (N), y (H), x (W), z (C).
+_CONCAT_KERNELS = {
+    0: "arm_concatenation_s8_w",
+    1: "arm_concatenation_s8_y",
+    2: "arm_concatenation_s8_x",
+    3: "arm_concatenation_s8_z",
+}
+
+
+def _concat(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    axis = node.attr("axis") + 4 - len(graph.tensor(node.outputs[0]).shape)  # as a (N, H, W, C) axis
+    return node.with_attrs(kernel=_CONCAT_KERNELS[axis], params={"axis": axis}), []
+
+
+def _pad(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    pads = list(node.attr("pads"))
+    half = len(pads) // 2
+    lead = [0] * (4 - half)
+    _, zp = _qp(graph, node.inputs[0])
+    params = {"pre_pad": lead + pads[:half], "post_pad": lead + pads[half:], "pad_value": zp}
+    return node.with_attrs(kernel="arm_pad_s8", params=params), []
+
+
+def _transpose(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    return node.with_attrs(kernel="arm_transpose_s8", params={"perm": list(node.attr("perm"))}), []
+
+
 _QUANTIZERS: dict[Op, Quantizer] = {
     Op.CONV2D: _conv_like,
     Op.DEPTHWISE_CONV2D: _conv_like,
@@ -250,4 +329,8 @@ _QUANTIZERS: dict[Op, Quantizer] = {
     Op.ADD: _binary,
     Op.MUL: _binary,
     Op.SOFTMAX: _softmax,
+    Op.REQUANTIZE: _requantize,
+    Op.CONCAT: _concat,
+    Op.PAD: _pad,
+    Op.TRANSPOSE: _transpose,
 }

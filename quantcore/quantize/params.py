@@ -55,9 +55,9 @@ def conv_params(
 
 
 def add_params(
-    layer: str, s1: float, zp1: int, s2: float, zp2: int, s_out: float, zp_out: int
+    layer: str, s1: float, zp1: int, s2: float, zp2: int, s_out: float, zp_out: int, dtype: DType = DType.INT8
 ) -> dict[str, Any]:
-    left_shift = ADD_LEFT_SHIFT[DType.INT8]
+    left_shift = ADD_LEFT_SHIFT[dtype]
     twice_max = 2.0 * max(s1, s2)
     m1, sh1 = quantize_multiplier(s1 / twice_max)
     m2, sh2 = quantize_multiplier(s2 / twice_max)
@@ -93,6 +93,13 @@ def mul_params(
         "out_mult": m,
         "out_shift": sh,
     }
+
+
+def requantize_params(layer: str, s_in: float, zp_in: int, s_out: float, zp_out: int) -> dict[str, Any]:
+    """A tensor's conversion to another scale/type (TFLite's Quantize of a quantized input)."""
+    m, sh = quantize_multiplier(s_in / s_out)
+    _check_shifts(layer, np.array([sh]))
+    return {"input_offset": -zp_in, "output_offset": zp_out, "multiplier": m, "shift": sh}
 
 
 def softmax_params(s_in: float, beta: float = 1.0) -> dict[str, Any]:

@@ -35,9 +35,11 @@ def quantize_weights(w: np.ndarray, scales: F64, axis: int | None) -> npt.NDArra
     return np.clip(q, -WEIGHT_QMAX, WEIGHT_QMAX).astype(np.int8)
 
 
-def quantize_bias(b: np.ndarray, input_scale: float, weight_scales_: F64) -> npt.NDArray[np.int32]:
-    """round(b / (s_in * s_w[c])) as int32."""
+def quantize_bias(b: np.ndarray, input_scale: float, weight_scales_: F64, wide: bool = False) -> np.ndarray:
+    """round(b / (s_in * s_w[c])): int32, or int64 for the s16 kernels (`wide`)."""
     q = _round(b.astype(np.float64) / (input_scale * weight_scales_))
+    if wide:
+        return q.astype(np.int64)
     return np.clip(q, -(2**31), 2**31 - 1).astype(np.int32)
 
 

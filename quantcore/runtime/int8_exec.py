@@ -13,12 +13,19 @@ from typing import Any
 
 import numpy as np
 
-from quantcore.ir import Graph, GraphError, Node, Op
+from quantcore.ir import DType, Graph, GraphError, Node, Op
 from quantcore.kernels.conv import convolve_s8, depthwise_conv_s8
-from quantcore.kernels.elementwise import elementwise_add_s8, elementwise_mul_s8
+from quantcore.kernels.convert import requantize_tensor
+from quantcore.kernels.elementwise import (
+    elementwise_add_s8,
+    elementwise_add_s16,
+    elementwise_mul_s8,
+    elementwise_mul_s16,
+)
 from quantcore.kernels.fully_connected import fully_connected_s8
-from quantcore.kernels.pooling import avgpool_s8, max_pool_s8
+from quantcore.kernels.pooling import avgpool_s8, avgpool_s16, max_pool_s8, max_pool_s16
 from quantcore.kernels.requantize import Rounding
+from quantcore.kernels.s16 import convolve_s16, depthwise_conv_s16, fully_connected_s16
 from quantcore.kernels.softmax import softmax_s8
 from quantcore.quantize.scheme import dequantize, quantize_activation
 
@@ -33,8 +40,17 @@ def quantize_inputs(graph: Graph, inputs: Mapping[str, Array]) -> Env:
         quant = graph.tensor(name).quant
         if quant is None:
             raise GraphError(f"graph input {name!r} has no quantization parameters")
-        env[name] = quantize_activation(inputs[name], float(quant.scale), int(quant.zero_point))
+        env[name] = quantize_to(graph, name, inputs[name])
     return env
+
+
+def quantize_to(graph: Graph, name: str, x: Array) -> Array:
+    quant = graph.tensor(name).quant
+    assert quant is not None
+    wide = quant.dtype is DType.INT16
+    return quantize_activation(
+        x, float(quant.scale), int(quant.zero_point), *((-32768, 32767) if wide else (-128, 127))
+    )
 
 
 def dequantize_tensor(graph: Graph, name: str, q: Array) -> Array:
@@ -94,6 +110,45 @@ def _conv(fn: Callable[..., Array]) -> Callable[..., Array]:
         )
 
     return call
+
+
+def _conv16(depthwise: bool) -> Callable[..., Array]:
+    def call(
+        graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
+    ) -> Array:
+        w, b = _weights(graph, node)
+        common = {
+            "multiplier": np.asarray(p["multiplier"], np.int32),
+            "shift": np.asarray(p["shift"], np.int32),
+            "stride": tuple(p["stride"]),
+            "padding": tuple(p["padding"]),
+            "dilation": tuple(p["dilation"]),
+            "act_min": p["act_min"],
+            "act_max": p["act_max"],
+            "output_hw": (out[1], out[2]),
+        }
+        if depthwise:
+            return depthwise_conv_s16(args[0], w, b, **common)
+        return convolve_s16(args[0], w, b, rounding=r, **common)
+
+    return call
+
+
+def _fc16(
+    graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
+) -> Array:
+    w, b = _weights(graph, node)
+    x = args[0].reshape(args[0].shape[0], -1)
+    return fully_connected_s16(
+        x, w, b, multiplier=p["multiplier"], shift=p["shift"], act_min=p["act_min"], act_max=p["act_max"]
+    )
+
+
+def _requantize(
+    graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
+) -> Array:
+    wide = graph.tensor(node.outputs[0]).dtype is DType.INT16
+    return requantize_tensor(args[0], out_dtype=np.int16 if wide else np.int8, rounding=r, **p)
 
 
 def _fc(
@@ -165,6 +220,14 @@ _KERNELS: dict[str, Callable[..., Array]] = {
     "arm_elementwise_add_s8": _elementwise(elementwise_add_s8),
     "arm_elementwise_mul_s8": _elementwise(elementwise_mul_s8),
     "arm_softmax_s8": _softmax,
+    "arm_convolve_wrapper_s16": _conv16(depthwise=False),
+    "arm_depthwise_conv_wrapper_s16": _conv16(depthwise=True),
+    "arm_fully_connected_s16": _fc16,
+    "arm_avgpool_s16": _pool(avgpool_s16),
+    "arm_max_pool_s16": _pool(max_pool_s16),
+    "arm_elementwise_add_s16": _elementwise(elementwise_add_s16),
+    "arm_elementwise_mul_s16": _elementwise(elementwise_mul_s16),
+    "fixpoint_requantize": _requantize,
 }
 
 

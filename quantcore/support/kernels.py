@@ -171,6 +171,13 @@ KERNELS: Mapping[Op, KernelSupport] = {
         KernelSupport(Op.RESHAPE, ("arm_reshape_s8",), (), "A copy (or nothing, when the buffer is reused)."),
         KernelSupport(Op.TRANSPOSE, ("arm_transpose_s8",), _c(at_most_4d)),
         KernelSupport(Op.IDENTITY, (), (), "Removed by the passes (or a copy)."),
+        KernelSupport(
+            Op.REQUANTIZE,
+            ("fixpoint_requantize",),
+            (),
+            "Inserted by the quantizer between int8 and int16 layers; Fixpoint's own function "
+            "(CMSIS-NN has none).",
+        ),
     )
 }
 """Every IR op: the CMSIS-NN kernels that run it in CMSIS-NN form and what they require."""

@@ -702,15 +702,16 @@ RULES = [
         {"layers/0/op": "conv3d"},
         (
             '$.layers[0].op: must be one of "conv2d", "depthwise_conv2d", "fully_connected", "avg_pool", '
-            '"max_pool", "add", "mul", "softmax", "concat", "pad", "reshape", "transpose", got "conv3d"'
+            '"max_pool", "add", "mul", "softmax", "concat", "pad", "reshape", "transpose", "requantize", '
+            'got "conv3d"'
         ),
     ),
     case(
         "kernel-name",
         {"layers/0/kernel": "convolve_s8"},
         (
-            '$.layers[0].kernel: must be a CMSIS-NN function name such as "arm_convolve_wrapper_s8", got '
-            '"convolve_s8"'
+            '$.layers[0].kernel: must be a CMSIS-NN function name such as "arm_convolve_wrapper_s8" '
+            '(or fixpoint_requantize), got "convolve_s8"'
         ),
     ),
     case(
