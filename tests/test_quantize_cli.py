@@ -146,3 +146,32 @@ def test_evaluate_rejects_a_document_failing_its_schema_with_the_json_path(workd
     assert (
         "broken.json" in err and "$.tensors.relu1.zero_point: must be in [-128, 127] for int8, got 128" in err
     )
+
+
+def test_int16_layer_from_the_command_line(workdir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    params = workdir / "mixed.json"
+    args = ["quantize", str(workdir / "cnn.onnx"), "--calib", str(workdir / "calib.npz"), "--int16", "pwconv"]
+    assert main([*args, "-o", str(params)]) == 0
+    doc = params_json.load(params)
+    kernels = {layer["name"]: layer["kernel"] for layer in doc["layers"]}
+    assert kernels["pwconv"] == "arm_convolve_wrapper_s16"
+    assert kernels["relu6.to_int16"] == kernels["relu2.to_int8"] == "fixpoint_requantize"
+    assert doc["tensors"]["pwconv.bias"]["dtype"] == "int64"
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "evaluate",
+                str(workdir / "cnn.onnx"),
+                str(params),
+                "--data",
+                str(workdir / "test.npz"),
+                "--json",
+            ]
+        )
+        == 0
+    )
+    report = json.loads(capsys.readouterr().out)
+    assert "pwconv" in [layer["name"] for layer in report["layers"]]
+    assert main([*args[:-1], "softmax", "-o", str(workdir / "never.json")]) == 1
+    assert "'softmax' (softmax) has no CMSIS-NN s16 kernel" in capsys.readouterr().err

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         per_layer=per_layer,
         per_channel=not args.per_tensor,
         rounding=Rounding(args.rounding),
+        int16_layers=frozenset(args.int16),
         progress=sys.stderr.isatty(),
     )
     result = pipeline.quantize(model, calib, options)
