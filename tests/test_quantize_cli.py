@@ -175,3 +175,17 @@ def test_int16_layer_from_the_command_line(workdir: Path, capsys) -> None:  # ty
     assert "pwconv" in [layer["name"] for layer in report["layers"]]
     assert main([*args[:-1], "softmax", "-o", str(workdir / "never.json")]) == 1
     assert "'softmax' (softmax) has no CMSIS-NN s16 kernel" in capsys.readouterr().err
+
+
+def test_per_layer_method_is_recorded(workdir: Path) -> None:
+    params = workdir / "per_layer.json"
+    args = ["quantize", str(workdir / "cnn.onnx"), "--calib", str(workdir / "calib.npz"), "--method", "mse"]
+    assert main([*args, "--layer-method", "pwconv=percentile", "-o", str(params)]) == 0
+    doc = params_json.load(params)
+    assert doc["calibration"] == {
+        "method": "mse",
+        "samples": 96,
+        "percentile": 99.99,
+        "per_layer": {"pwconv": "percentile"},
+    }
+    assert doc["tensors"]["relu2"]["method"] == "percentile" and doc["tensors"]["relu1"]["method"] == "mse"

@@ -1,0 +1,58 @@
+"""The calibration stage over a graph: methods per layer, and bounded activations kept at their bound."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from quantcore.calibrate.collect import CalibrationPlan, calibrate
+from quantcore.calibrate.method import Method, RangeMethod
+from quantcore.data import DataSet
+from quantcore.ir import Graph
+from quantcore.passes import prepare
+from quantcore.runtime import float_exec
+from tests.ir_builder import GraphBuilder
+
+
+class _Float:
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+
+    def activations(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return float_exec.run(self.graph, feeds)
+
+
+def _relu6_net() -> tuple[Graph, DataSet]:
+    b = GraphBuilder((1, 2, 6, 6), seed=3)
+    graph = prepare(b.conv(4, 1).clip(0.0, 6.0).conv(3, 1).build())
+    # Large inputs drive most ReLU6 outputs into saturation at 6.
+    x = np.random.default_rng(0).normal(0, 40, (64, 6, 6, 2)).astype(np.float32)
+    return graph, DataSet(x)
+
+
+def test_entropy_never_clips_a_relu6_below_the_bound_it_saturates_at() -> None:
+    graph, data = _relu6_net()
+    relu6_out = graph.nodes[0].outputs[0]
+    env = float_exec.run(graph, {"input": data.x})
+    assert np.mean(env[relu6_out] == 6.0) > 0.3  # the spike the methods would read as a tail
+    calibration, _ = calibrate(graph, _Float(graph), data, CalibrationPlan(RangeMethod(Method.ENTROPY)))
+    assert calibration.ranges[relu6_out] == (0.0, 6.0)
+
+
+def test_per_layer_methods_apply_to_that_layer_only() -> None:
+    graph, data = _relu6_net()
+    first, second = graph.nodes[0], graph.nodes[1]
+    plan = CalibrationPlan(
+        RangeMethod(Method.MINMAX), {second.name: RangeMethod(Method.PERCENTILE, percentile=90.0)}
+    )
+    calibration, summary = calibrate(graph, _Float(graph), data, plan)
+    assert calibration.methods[first.outputs[0]] == "minmax"
+    assert calibration.methods[second.outputs[0]] == "percentile"
+    lo, hi = calibration.ranges[second.outputs[0]]
+    observed = calibration.observed[second.outputs[0]]
+    assert observed[0] < lo and hi < observed[1]  # percentile 90 clips both tails; minmax would not
+    assert summary == {
+        "method": "minmax",
+        "samples": 64,
+        "percentile": 90.0,
+        "per_layer": {second.name: "percentile"},
+    }
