@@ -8,11 +8,12 @@ are permuted instead (no runtime cost); any other reshape of a 4-D tensor gets a
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import count
 
 import numpy as np
 
-from quantcore.ir import Graph, Layout, Node, Op, Tensor
+from quantcore.ir import Graph, Layout, Node, Op, QuantParams, Tensor
 
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
@@ -68,15 +69,23 @@ def _conv(old: Graph, new: Graph, node: Node) -> tuple[list[Node], Graph]:
     name = f"{node.name}.weight.nhwc"
     if groups > 1 and groups == c_in and w.shape[1] == 1:
         dw = w.transpose(1, 2, 3, 0)  # (C*m, 1, kh, kw) -> (1, kh, kw, C*m): channel c*m+j reads input c
-        new = new.with_tensors(Tensor(name, dw.shape, data=np.ascontiguousarray(dw)))
+        quant = _moved_axis(old.tensor(node.inputs[1]).quant, 3)
+        new = new.with_tensors(Tensor(name, dw.shape, data=np.ascontiguousarray(dw), quant=quant))
         attrs = {k: v for k, v in node.attrs.items() if k != "groups"}
         attrs["kernel"] = dw.shape[1:3]
         return [
             Node(node.name, Op.DEPTHWISE_CONV2D, (node.inputs[0], name, node.inputs[2]), node.outputs, attrs)
         ], new
     ohwi = np.ascontiguousarray(w.transpose(0, 2, 3, 1))
-    new = new.with_tensors(Tensor(name, ohwi.shape, data=ohwi))
+    new = new.with_tensors(Tensor(name, ohwi.shape, data=ohwi, quant=old.tensor(node.inputs[1]).quant))
     return [node.evolve(inputs=(node.inputs[0], name, node.inputs[2]))], new
+
+
+def _moved_axis(quant: QuantParams | None, axis: int) -> QuantParams | None:
+    """Scales imported with the weights (QDQ) follow them; the output-channel axis moves."""
+    if quant is None or quant.axis is None:
+        return quant
+    return dataclasses.replace(quant, axis=axis)
 
 
 def _broadcast_constants_nhwc(graph: Graph, node: Node) -> Graph:

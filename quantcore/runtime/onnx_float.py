@@ -52,15 +52,7 @@ class OnnxFloat:
 
     def activations(self, feeds_nchw: dict[str, Array]) -> dict[str, Array]:
         """Every IR activation for one batch of model inputs (given in the ONNX model's own layout)."""
-        try:
-            values = self.session.run(
-                None, {k: np.ascontiguousarray(v, np.float32) for k, v in feeds_nchw.items()}
-            )
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise ModelError(
-                str(self.graph.meta.get("source", self.graph.name)), f"onnxruntime failed: {exc}"
-            ) from exc
-        by_name = dict(zip(self.output_names, values, strict=True))
+        by_name = self._run(feeds_nchw)
         result: dict[str, Array] = {}
         for name in self.wanted:
             result[name] = to_ir_layout(self.graph, name, np.asarray(by_name[name]))
