@@ -15,10 +15,11 @@ from quantcore import __version__
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Activation, DType, Graph, Node, QuantParams, Tensor
 from quantcore.quantize.params_json import FORMAT, VERSION
-from quantcore.quantize.precision import assign_precision
+from quantcore.quantize.precision import S16_CAPABLE, assign_precision
 from quantcore.quantize.scheme import quantize_bias, quantize_weights
 
 CMSIS_NN_API = "7.0.0"
+_S16_OPS = {op.json_name for op in S16_CAPABLE}
 
 
 class DocumentError(QuantcoreError):
@@ -148,7 +149,7 @@ def from_document(graph: Graph, doc: Mapping[str, Any]) -> Graph:
     wide = [
         layer["name"]
         for layer in doc["layers"]
-        if layer["op"] != "requantize" and tensors.get(layer["outputs"][0], {}).get("dtype") == "int16"
+        if layer["op"] in _S16_OPS and tensors.get(layer["outputs"][0], {}).get("dtype") == "int16"
     ]
     graph, _ = assign_precision(graph, wide)
     updated = []
