@@ -16,7 +16,7 @@ from quantcore.quantize.graph import Calibration
 
 
 class FloatModel(Protocol):
-    def activations(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+    def activations(self, feeds: dict[str, np.ndarray], layout: bool = True) -> dict[str, np.ndarray]: ...
 
 
 class DataSource(Protocol):
@@ -40,7 +40,7 @@ def calibrate(
     observers = {t.name: Observer(t.name) for t in graph.activations()}
     input_name = graph.inputs[0]
     for batch in _progress(data.batches(plan.batch_size), len(data), plan):
-        values = model.activations({input_name: batch})
+        values = model.activations({input_name: batch}, layout=False)  # statistics ignore element order
         for name, observer in observers.items():
             observer.observe(values[name])
     methods = _methods(graph, plan)

@@ -50,14 +50,22 @@ class OnnxFloat:
         # A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole.
         self.fixed_batch = all(isinstance(i.shape[0], int) for i in self.session.get_inputs() if i.shape)
 
-    def activations(self, feeds_nchw: dict[str, Array]) -> dict[str, Array]:
-        """Every IR activation for one batch of model inputs (given in the ONNX model's own layout)."""
+    def activations(self, feeds_nchw: dict[str, Array], layout: bool = True) -> dict[str, Array]:
+        """Every IR activation for one batch of model inputs (given in the ONNX model's own layout).
+
+        With layout=False the values keep ONNX's layout: enough for statistics, which ignore the order
+        of elements, and it saves a transposed copy of every tensor.
+        """
         by_name = self._run(feeds_nchw)
+        arrange = to_ir_layout if layout else _as_is
         result: dict[str, Array] = {}
         for name in self.wanted:
-            result[name] = to_ir_layout(self.graph, name, np.asarray(by_name[name]))
+            result[name] = arrange(self.graph, name, np.asarray(by_name[name]))
         for name in self.graph.inputs:
-            result[name] = to_ir_layout(self.graph, name, np.asarray(feeds_nchw[name]))
+            result[name] = arrange(self.graph, name, np.asarray(feeds_nchw[name]))
+        missing = [n.outputs[0] for n in self.graph.nodes if n.outputs[0] not in result]
+        if missing and not layout:
+            return self.activations(feeds_nchw)  # the IR executor needs the IR layout
         return _fill_missing(self.graph, result)
 
     def _run(self, feeds: dict[str, Array]) -> dict[str, Array]:
@@ -72,6 +80,10 @@ class OnnxFloat:
                 str(self.graph.meta.get("source", self.graph.name)), f"onnxruntime failed: {exc}"
             ) from exc
         return {name: np.concatenate([r[j] for r in runs]) for j, name in enumerate(self.output_names)}
+
+
+def _as_is(graph: Graph, name: str, value: Array) -> Array:
+    return value
 
 
 def to_ir_layout(graph: Graph, name: str, value: Array) -> Array:

@@ -17,7 +17,7 @@ class _Float:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
 
-    def activations(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def activations(self, feeds: dict[str, np.ndarray], layout: bool = True) -> dict[str, np.ndarray]:
         return float_exec.run(self.graph, feeds)
 
 
