@@ -185,7 +185,7 @@ def test_per_layer_method_is_recorded(workdir: Path) -> None:
     assert doc["calibration"] == {
         "method": "mse",
         "samples": 96,
-        "percentile": 99.99,
+        "percentile": 99.999,
         "per_layer": {"pwconv": "percentile"},
     }
     assert doc["tensors"]["relu2"]["method"] == "percentile" and doc["tensors"]["relu1"]["method"] == "mse"

@@ -14,7 +14,7 @@ import numpy as np
 from quantcore.calibrate.errors import CalibrationError
 from quantcore.calibrate.histogram import Histogram, value_bins
 
-DEFAULT_PERCENTILE = 99.99
+DEFAULT_PERCENTILE = 99.999  # ONNX Runtime's default; 99.99 clipped small nets' ReLUs (lenet5: -1.7 dB)
 
 
 def containing_zero(lo: float, hi: float) -> tuple[float, float]:

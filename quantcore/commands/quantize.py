@@ -16,7 +16,9 @@ def register(sub: Any) -> None:
     p.add_argument("model", help="float ONNX model")
     p.add_argument("--calib", required=True, metavar="DATA", help=".npy/.npz (array x) or a folder of images")
     p.add_argument("--method", choices=["minmax", "percentile", "entropy", "mse"], default="minmax")
-    p.add_argument("--percentile", type=float, default=99.99, help="for --method percentile (default 99.99)")
+    p.add_argument(
+        "--percentile", type=float, default=99.999, help="for --method percentile (default 99.999)"
+    )
     p.add_argument(
         "--layer-method",
         action="append",

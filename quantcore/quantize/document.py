@@ -13,7 +13,8 @@ import numpy as np
 
 from quantcore import __version__
 from quantcore.errors import QuantcoreError
-from quantcore.ir import Activation, DType, Graph, Node, QuantParams, Tensor
+from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
+from quantcore.quantize.lowering import avgpool_as_depthwise
 from quantcore.quantize.params_json import FORMAT, VERSION
 from quantcore.quantize.precision import S16_CAPABLE, assign_precision
 from quantcore.quantize.scheme import quantize_bias, quantize_weights
@@ -151,6 +152,11 @@ def from_document(graph: Graph, doc: Mapping[str, Any]) -> Graph:
         for layer in doc["layers"]
         if layer["op"] in _S16_OPS and tensors.get(layer["outputs"][0], {}).get("dtype") == "int16"
     ]
+    for layer in doc["layers"]:  # pools the quantizer lowered to depthwise convolutions
+        if layer["op"] == "depthwise_conv2d" and layer["name"] in {n.name for n in graph.nodes}:
+            node = graph.node(layer["name"])
+            if node.op is Op.AVG_POOL:
+                graph = avgpool_as_depthwise(graph, node)
     graph, _ = assign_precision(graph, wide)
     updated = []
     for tensor in graph.activations():

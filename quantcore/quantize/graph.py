@@ -19,6 +19,7 @@ from quantcore.calibrate.qparams import quant_params
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.kernels.requantize import Rounding
 from quantcore.quantize import params as P
+from quantcore.quantize.lowering import lower_narrowing_pools
 from quantcore.quantize.precision import assign_precision
 from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_scales
 
@@ -34,6 +35,8 @@ class QuantConfig:
     """The requantization rounding of the firmware's CMSIS-NN build."""
     int16_layers: frozenset[str] = frozenset()
     """Layers that run with int16 activations on CMSIS-NN's s16 kernels (mixed precision)."""
+    lower_pools: bool = True
+    """Run an average pool that narrows its range a lot as a depthwise conv (its own output scale)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Calibration:
 
 
 def quantize_graph(graph: Graph, calibration: Calibration, config: QuantConfig = QuantConfig()) -> Graph:
+    graph = lower_narrowing_pools(graph, calibration.ranges) if config.lower_pools else graph
     graph, copies = assign_precision(graph, config.int16_layers)
     calibration = _with_copies(calibration, copies)
     activations = _activation_qparams(graph, calibration)

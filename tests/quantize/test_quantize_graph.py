@@ -112,3 +112,32 @@ def test_per_tensor_weights_use_one_scale(setup) -> None:  # type: ignore[no-unt
     conv = qgraph.nodes[0]
     assert np.ndim(qgraph.tensor(conv.inputs[1]).quant.scale) == 0
     assert len(set(conv.attr("params")["multiplier"])) == 1
+
+
+def test_a_narrowing_average_pool_runs_as_a_depthwise_conv_with_its_own_scale() -> None:
+    b = GraphBuilder((1, 2, 8, 8), seed=6)
+    graph = prepare(b.conv(4, 3, pad=1).relu().gap().flatten().fc(3).build())
+    x = np.random.default_rng(5).normal(size=(32, 8, 8, 2))
+    env = float_exec.run(graph, {"input": x})
+    ranges = {t.name: (float(env[t.name].min()), float(env[t.name].max())) for t in graph.activations()}
+    pool = next(n for n in graph.nodes if n.op is Op.AVG_POOL)
+    assert ranges[pool.inputs[0]][1] > 2 * ranges[pool.outputs[0]][1]  # the average narrows the range
+    qgraph = quantize_graph(graph, Calibration(ranges))
+    lowered = qgraph.node(pool.name)
+    assert (lowered.op, lowered.attr("kernel")) == (Op.DEPTHWISE_CONV2D, "arm_depthwise_conv_wrapper_s8")
+    assert np.all(qgraph.tensor(lowered.inputs[1]).data == 127)  # 1/64 at scale 1/(127 * 64), exactly
+    s_in = float(qgraph.tensor(pool.inputs[0]).quant.scale)
+    assert float(qgraph.tensor(pool.outputs[0]).quant.scale) < s_in / 2
+    kept = quantize_graph(graph, Calibration(ranges), QuantConfig(lower_pools=False))
+    assert kept.node(pool.name).attr("kernel") == "arm_avgpool_s8"
+    inputs = int8_exec.quantize_inputs(qgraph, {"input": x})
+    sqnr = {}
+    for name, q in (("lowered", qgraph), ("kept", kept)):
+        out = int8_exec.dequantize_tensor(q, pool.outputs[0], int8_exec.run(q, inputs)[pool.outputs[0]])
+        f = env[pool.outputs[0]]
+        sqnr[name] = 10 * np.log10(np.sum(f**2) / np.sum((f - out) ** 2))
+    assert sqnr["lowered"] > sqnr["kept"] + 3  # more than half the codes back: more than 3 dB
+    rebuilt = from_document(graph, to_document(qgraph, {"method": "minmax"}))
+    assert np.array_equal(
+        int8_exec.run(rebuilt, inputs)[qgraph.outputs[0]], int8_exec.run(qgraph, inputs)[qgraph.outputs[0]]
+    )
