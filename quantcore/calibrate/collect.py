@@ -9,8 +9,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from quantcore.calibrate.method import RangeMethod, select_range
+from quantcore.calibrate.errors import EmptyObserverError, NonFiniteBatchError
+from quantcore.calibrate.method import Method, RangeMethod, select_range
 from quantcore.calibrate.observer import Observer
+from quantcore.calibrate.ranges import containing_zero
 from quantcore.ir import Activation, Graph, Node
 from quantcore.quantize.graph import Calibration
 
@@ -37,14 +39,16 @@ def calibrate(
     graph: Graph, model: FloatModel, data: DataSource, plan: CalibrationPlan
 ) -> tuple[Calibration, dict[str, Any]]:
     """Observe, select ranges; returns the Calibration and the JSON 'calibration' summary."""
-    observers = {t.name: Observer(t.name) for t in graph.activations()}
+    methods = _methods(graph, plan)
+    minmax_only = all(m.method is Method.MINMAX for m in methods.values())
+    # min/max needs no histogram: building one per tensor would double the time of a min/max run.
+    observers = {t.name: (_MinMax(t.name) if minmax_only else Observer(t.name)) for t in graph.activations()}
     input_name = graph.inputs[0]
     for batch in _progress(data.batches(plan.batch_size), len(data), plan):
         values = model.activations({input_name: batch}, layout=False)  # statistics ignore element order
         for name, observer in observers.items():
             observer.observe(values[name])
-    methods = _methods(graph, plan)
-    ranges = {name: select_range(obs, methods[name]) for name, obs in observers.items()}
+    ranges = {name: _select(obs, methods[name]) for name, obs in observers.items()}
     ranges = _keep_saturation_bounds(graph, ranges, observers)
     observed = {name: (obs.min, obs.max) for name, obs in observers.items()}
     labels = {name: methods[name].method.value for name in observers}
@@ -61,8 +65,35 @@ def _summary(plan: CalibrationPlan, samples: int) -> dict[str, Any]:
     return summary
 
 
+class _MinMax:
+    """The running min and max of a tensor, with the Observer's checks (non-finite, empty)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self.min = np.inf
+        self.max = -np.inf
+
+    def observe(self, batch: np.ndarray) -> None:
+        values = np.asarray(batch, np.float32)
+        lo, hi = float(values.min(initial=np.inf)), float(values.max(initial=-np.inf))
+        if not (np.isfinite(lo) and np.isfinite(hi)) and values.size:
+            bad = int(np.count_nonzero(~np.isfinite(values)))
+            raise NonFiniteBatchError(self.name, bad, values.size)
+        self.count += values.size
+        self.min, self.max = min(self.min, lo), max(self.max, hi)
+
+
+def _select(observer: Observer | _MinMax, method: RangeMethod) -> tuple[float, float]:
+    if isinstance(observer, _MinMax):
+        if observer.count == 0:
+            raise EmptyObserverError(observer.name)
+        return containing_zero(observer.min, observer.max)
+    return select_range(observer, method)
+
+
 def _keep_saturation_bounds(
-    graph: Graph, ranges: dict[str, tuple[float, float]], observers: Mapping[str, Observer]
+    graph: Graph, ranges: dict[str, tuple[float, float]], observers: Mapping[str, Observer | _MinMax]
 ) -> dict[str, tuple[float, float]]:
     """Never clip a fused ReLU6 / Clip output below the bound its values pile up at.
 

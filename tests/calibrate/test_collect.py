@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from quantcore.calibrate.collect import CalibrationPlan, calibrate
+from quantcore.calibrate.errors import NonFiniteBatchError
 from quantcore.calibrate.method import Method, RangeMethod
 from quantcore.data import DataSet
 from quantcore.ir import Graph
@@ -56,3 +58,19 @@ def test_per_layer_methods_apply_to_that_layer_only() -> None:
         "percentile": 90.0,
         "per_layer": {second.name: "percentile"},
     }
+
+
+def test_non_finite_activations_name_the_tensor_with_and_without_histograms() -> None:
+    graph, data = _relu6_net()
+    bad = graph.nodes[1].outputs[0]
+
+    class Poisoned(_Float):
+        def activations(self, feeds: dict[str, np.ndarray], layout: bool = True) -> dict[str, np.ndarray]:
+            values = super().activations(feeds)
+            values[bad] = values[bad].copy()
+            values[bad].flat[:3] = np.nan
+            return values
+
+    for method in (Method.MINMAX, Method.ENTROPY):  # min/max runs without histograms
+        with pytest.raises(NonFiniteBatchError, match=f"'{bad}'.*3 non-finite"):
+            calibrate(graph, Poisoned(graph), data, CalibrationPlan(RangeMethod(method)))
