@@ -58,13 +58,13 @@ def convolve_s8(
     if groups > 1 and bias is None:
         # arm_convolve_s8 advances the bias pointer per group and reads through it: NULL crashes.
         raise args.fail("bias", "is required for a grouped convolution (pass zeros for none)")
-    quant = _channel_quant(args, bias, multiplier, shift, out_ch)
-    offsets = _offsets(args, input_offset, output_offset)
+    quant = channel_quant(args, bias, multiplier, shift, out_ch)
+    offsets = check_offsets(args, input_offset, output_offset)
     clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
     window, hw = check_window(args, (kh, kw), stride, padding, dilation, (x.shape[1], x.shape[2]), output_hw)
 
     acc = _conv_accumulate(x, weights, groups, window, hw, offsets[0])
-    return _finish(acc, quant, offsets[1], clamp, rounding)
+    return finish_s8(acc, quant, offsets[1], clamp, rounding)
 
 
 def depthwise_conv_s8(
@@ -94,16 +94,16 @@ def depthwise_conv_s8(
         raise args.fail("weights", f"must have shape (1, kh, kw, C*ch_mult), got {weights.shape}")
     if in_ch == 0 or out_ch % in_ch:
         raise args.fail("weights", f"output channels {out_ch} must be a multiple of the input's {in_ch}")
-    quant = _channel_quant(args, bias, multiplier, shift, out_ch)
-    offsets = _offsets(args, input_offset, output_offset)
+    quant = channel_quant(args, bias, multiplier, shift, out_ch)
+    offsets = check_offsets(args, input_offset, output_offset)
     clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
     window, hw = check_window(args, (kh, kw), stride, padding, dilation, (x.shape[1], x.shape[2]), output_hw)
 
-    acc = _depthwise_accumulate(x, weights[0], out_ch // in_ch, window, hw, offsets[0])
-    return _finish(acc, quant, offsets[1], clamp, rounding)
+    acc = depthwise_accumulate(x, weights[0], out_ch // in_ch, window, hw, offsets[0])
+    return finish_s8(acc, quant, offsets[1], clamp, rounding)
 
 
-def _channel_quant(
+def channel_quant(
     args: Args, bias: Any, multiplier: Any, shift: Any, channels: int
 ) -> tuple[np.ndarray[Any, Any] | None, np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """Validate the per-output-channel bias (int32 or None), multiplier and shift."""
@@ -116,7 +116,7 @@ def _channel_quant(
     return bias, multiplier, shift
 
 
-def _offsets(args: Args, input_offset: Any, output_offset: Any) -> tuple[int, int]:
+def check_offsets(args: Args, input_offset: Any, output_offset: Any) -> tuple[int, int]:
     # input_offset is the negated input zero point, so it may be +128 but not -128.
     return (
         args.integer("input_offset", input_offset, -127, 128),
@@ -148,7 +148,7 @@ def _conv_accumulate(
     return acc
 
 
-def _depthwise_accumulate(
+def depthwise_accumulate(
     x: Int8Array, weights: Int8Array, ch_mult: int, window: Window, hw: Pair, input_offset: int
 ) -> npt.NDArray[np.int64]:
     """Per tap: acc[..., c, m] += (x[..., c] + input_offset) * w[ky, kx, c*ch_mult + m]."""
@@ -162,7 +162,7 @@ def _depthwise_accumulate(
     return acc.reshape(n, hw[0], hw[1], in_ch * ch_mult).astype(np.int64)
 
 
-def _finish(
+def finish_s8(
     acc: npt.NDArray[np.int64],
     quant: tuple[np.ndarray[Any, Any] | None, np.ndarray[Any, Any], np.ndarray[Any, Any]],
     output_offset: int,

@@ -28,12 +28,12 @@ import numpy.typing as npt
 from quantcore.errors import KernelArgumentError
 from quantcore.kernels._int import INT8_MAX, INT8_MIN, Args
 from quantcore.kernels.conv import (
-    _channel_quant,
-    _depthwise_accumulate,
-    _finish,
-    _offsets,
+    channel_quant,
+    check_offsets,
     convolve_s8,
+    depthwise_accumulate,
     depthwise_conv_s8,
+    finish_s8,
 )
 from quantcore.kernels.fully_connected import fully_connected_s8
 from quantcore.kernels.requantize import Rounding
@@ -117,8 +117,8 @@ def depthwise_conv_s4(
     x = args.array("input", x, np.int8, ndim=4)
     unpacked = _unpack_shaped(args, weights, weights_shape, 4)
     ch_mult = _ch_mult(args, x, unpacked)
-    quant = _channel_quant(args, bias, multiplier, shift, unpacked.shape[3])
-    offsets = _offsets(args, input_offset, output_offset)
+    quant = channel_quant(args, bias, multiplier, shift, unpacked.shape[3])
+    offsets = check_offsets(args, input_offset, output_offset)
     clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
     kernel = (unpacked.shape[1], unpacked.shape[2])
     window, hw = check_window(args, kernel, stride, padding, dilation, (x.shape[1], x.shape[2]), output_hw)
@@ -126,8 +126,8 @@ def depthwise_conv_s4(
     if x.shape[3] % 2:
         acc = _walked_accumulate(x, unpacked, ch_mult, window, hw, offsets[0])
     else:
-        acc = _depthwise_accumulate(x, unpacked[0], ch_mult, window, hw, offsets[0])
-    return _finish(acc, quant, offsets[1], clamp, rounding)
+        acc = depthwise_accumulate(x, unpacked[0], ch_mult, window, hw, offsets[0])
+    return finish_s8(acc, quant, offsets[1], clamp, rounding)
 
 
 def depthwise_conv_s4_opt(

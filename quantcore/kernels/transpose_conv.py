@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.kernels._int import INT8_MAX, INT8_MIN, Args
-from quantcore.kernels.conv import _channel_quant, _finish, _offsets
+from quantcore.kernels.conv import channel_quant, check_offsets, finish_s8
 from quantcore.kernels.requantize import Rounding
 
 Int8Array = npt.NDArray[np.int8]
@@ -75,13 +75,13 @@ def transpose_conv_s8(
     """
     args = Args("arm_transpose_conv_s8")
     x, weights = _operands(args, x, weights)
-    quant = _channel_quant(args, bias, multiplier, shift, weights.shape[0])
-    offsets = _offsets(args, input_offset, output_offset)
+    quant = channel_quant(args, bias, multiplier, shift, weights.shape[0])
+    offsets = check_offsets(args, input_offset, output_offset)
     clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
     geo = _geometry(args, x, weights, stride, padding, output_hw)
     _check_rolling_buffer(args, geo)
 
-    return _finish(_accumulate(x, weights, geo, offsets[0]), quant, offsets[1], clamp, rounding)
+    return finish_s8(_accumulate(x, weights, geo, offsets[0]), quant, offsets[1], clamp, rounding)
 
 
 def transpose_conv_wrapper_s8(
@@ -104,8 +104,8 @@ def transpose_conv_wrapper_s8(
     the path the wrapper takes for them (`uses_reverse_conv`)."""
     args = Args("arm_transpose_conv_wrapper_s8")
     x, weights = _operands(args, x, weights)
-    quant = _channel_quant(args, bias, multiplier, shift, weights.shape[0])
-    offsets = _offsets(args, input_offset, output_offset)
+    quant = channel_quant(args, bias, multiplier, shift, weights.shape[0])
+    offsets = check_offsets(args, input_offset, output_offset)
     clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
     geo = _geometry(args, x, weights, stride, padding, output_hw)
     if uses_reverse_conv(geo.stride, x.shape[3]):
@@ -113,7 +113,7 @@ def transpose_conv_wrapper_s8(
     else:
         _check_rolling_buffer(args, geo)
 
-    return _finish(_accumulate(x, weights, geo, offsets[0]), quant, offsets[1], clamp, rounding)
+    return finish_s8(_accumulate(x, weights, geo, offsets[0]), quant, offsets[1], clamp, rounding)
 
 
 def uses_reverse_conv(stride: Pair, in_ch: int) -> bool:
