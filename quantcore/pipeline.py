@@ -23,7 +23,7 @@ from quantcore.errors import UnsupportedError
 from quantcore.ir import Graph
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
-from quantcore.quantize.document import from_document, to_document
+from quantcore.quantize.document import DocumentError, from_document, to_document
 from quantcore.quantize.graph import QuantConfig, quantize_graph
 from quantcore.runtime.onnx_float import OnnxFloat
 from quantcore.verify.evaluate import evaluate_graphs
@@ -102,6 +102,7 @@ def evaluate(
     batch_size: int = 64,
     progress: bool = False,
 ) -> EvaluationReport:
+    check_same_model(model, document, params_file)
     qgraph = from_document(model.graph, document)
     return evaluate_graphs(
         model.float_model,
@@ -112,6 +113,16 @@ def evaluate(
         batch_size=batch_size,
         progress=progress,
     )
+
+
+def check_same_model(model: LoadedModel, document: Mapping[str, Any], params_file: str) -> None:
+    """Refuse parameters computed for another model (or another version of this one)."""
+    recorded, actual = document["model"]["sha256"], model.graph.meta.get("sha256")
+    if actual and recorded != actual:
+        raise DocumentError(
+            f"{params_file or 'the parameters'}: made from a model with sha256 {recorded[:12]}..., but"
+            f" {model.path.name} has sha256 {actual[:12]}...; re-run fixpoint quantize for this model"
+        )
 
 
 def first_input_shape(model: LoadedModel) -> tuple[int, ...]:

@@ -189,3 +189,21 @@ def test_per_layer_method_is_recorded(workdir: Path) -> None:
         "per_layer": {"pwconv": "percentile"},
     }
     assert doc["tensors"]["relu2"]["method"] == "percentile" and doc["tensors"]["relu1"]["method"] == "mse"
+
+
+def test_evaluate_refuses_parameters_of_another_model(workdir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    params = workdir / "for_cnn.json"
+    assert (
+        main(
+            ["quantize", str(workdir / "cnn.onnx"), "--calib", str(workdir / "calib.npz"), "-o", str(params)]
+        )
+        == 0
+    )
+    onnx.save(small_cnn(seed=7), workdir / "retrained.onnx")  # same graph, other weights
+    capsys.readouterr()
+    assert (
+        main(["evaluate", str(workdir / "retrained.onnx"), str(params), "--data", str(workdir / "test.npz")])
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert "for_cnn.json: made from a model with sha256" in err and "re-run fixpoint quantize" in err
