@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from quantcore.calibrate.collect import CalibrationPlan, calibrate
 from quantcore.calibrate.method import RangeMethod
 from quantcore.data import DataSet
@@ -129,4 +127,4 @@ def first_input_shape(model: LoadedModel) -> tuple[int, ...]:
     """The model's input shape in its own layout (as data sets are given), batch first."""
     name = model.graph.inputs[0]
     shape = model.graph.tensor(name).shape
-    return tuple(np.array(shape)[[0, 3, 1, 2]]) if len(shape) == 4 else tuple(shape)
+    return tuple(shape[i] for i in (0, 3, 1, 2)) if len(shape) == 4 else tuple(shape)

@@ -81,6 +81,13 @@ class VectorCase:
             raise VectorCaseError(str(self.npz_path), f"array {wanted} is missing")
         return None
 
+    def nhwc_input(self) -> np.ndarray[Any, Any]:
+        """The case's `input` array as (INPUT_BATCHES, INPUT_H, INPUT_W, IN_CH), as conv tests wire it."""
+        shape = tuple(self.define(k) for k in ("INPUT_BATCHES", "INPUT_H", "INPUT_W", "IN_CH"))
+        data = self.array("input")
+        assert data is not None
+        return data.reshape(shape)
+
     def raw_array(self, name: str) -> np.ndarray[Any, Any]:
         """An array by its full C name."""
         if name not in self.arrays:

@@ -265,6 +265,11 @@ def _pool(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Ten
 
 def _binary(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
     a, b = node.inputs
+    if graph.tensor(b).is_constant or graph.tensor(a).is_constant:
+        raise P.QuantizationError(
+            f"layer {node.name!r} ({node.op.json_name}): a constant operand is not supported yet;"
+            " fold it into the preceding layer's bias/weights before export"
+        )
     (s1, z1), (s2, z2), (so, zo) = _qp(graph, a), _qp(graph, b), _qp(graph, node.outputs[0])
     dtype = graph.tensor(node.outputs[0]).dtype
     if node.op is Op.ADD:

@@ -191,15 +191,11 @@ def _pool(fn: Callable[..., Array]) -> Callable[..., Array]:
     return call
 
 
-def _elementwise(fn: Callable[..., Array], rounds: bool = True) -> Callable[..., Array]:
+def _elementwise(fn: Callable[..., Array]) -> Callable[..., Array]:
     def call(
         graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
     ) -> Array:
-        a, b = (
-            graph.constant(i) if graph.tensor(i).is_constant else x
-            for i, x in zip(node.inputs, args, strict=True)
-        )
-        return fn(a, b, rounding=r, **p)
+        return fn(args[0], args[1], rounding=r, **p)
 
     return call
 

@@ -9,7 +9,6 @@ computed by the IR float executor from their inputs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +113,3 @@ def _fill_missing(graph: Graph, env: dict[str, Array]) -> dict[str, Array]:
                 args.append(env[name])
         env[out] = float_exec.evaluate(graph, node, args)
     return env
-
-
-def batches(x: Array, size: int) -> Iterable[Array]:
-    for start in range(0, len(x), size):
-        yield x[start : start + size]

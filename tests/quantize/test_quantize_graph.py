@@ -9,6 +9,7 @@ from quantcore.ir import Graph, Op
 from quantcore.passes import prepare
 from quantcore.quantize.document import from_document, to_document
 from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
+from quantcore.quantize.params import QuantizationError
 from quantcore.quantize.scaling import quantize_multipliers
 from quantcore.runtime import float_exec, int8_exec
 from tests.ir_builder import GraphBuilder
@@ -141,3 +142,15 @@ def test_a_narrowing_average_pool_runs_as_a_depthwise_conv_with_its_own_scale() 
     assert np.array_equal(
         int8_exec.run(rebuilt, inputs)[qgraph.outputs[0]], int8_exec.run(qgraph, inputs)[qgraph.outputs[0]]
     )
+
+
+def test_an_add_with_a_constant_operand_is_a_clear_error_naming_the_layer() -> None:
+    b = GraphBuilder((1, 2, 4, 4), seed=8)
+    b.conv(2, 1)
+    graph = prepare(b.add(b.const("offset", np.ones((1, 2, 4, 4)))).build())
+    x = np.random.default_rng(1).normal(size=(4, 4, 4, 2))
+    env = float_exec.run(graph, {"input": x})
+    ranges = {t.name: (float(env[t.name].min()), float(env[t.name].max())) for t in graph.activations()}
+    add = next(n for n in graph.nodes if n.op is Op.ADD)
+    with pytest.raises(QuantizationError, match=f"layer {add.name!r} \\(add\\): a constant operand"):
+        quantize_graph(graph, Calibration(ranges))

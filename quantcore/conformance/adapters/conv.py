@@ -9,8 +9,6 @@ variants exist for.
 
 from __future__ import annotations
 
-import numpy as np
-
 from quantcore.conformance.cases import VectorCase
 from quantcore.conformance.registry import Outcome, adapter, outcome
 from quantcore.kernels.conv import convolve_s8, depthwise_conv_s8
@@ -40,16 +38,6 @@ def _common(case: VectorCase, rounding: Rounding) -> dict[str, object]:
     }
 
 
-def _input(case: VectorCase) -> np.ndarray:
-    shape = (
-        case.define("INPUT_BATCHES"),
-        case.define("INPUT_H"),
-        case.define("INPUT_W"),
-        case.define("IN_CH"),
-    )
-    return case.array("input").reshape(shape)
-
-
 @adapter("arm_convolve_s8", "arm_convolve_1x1_s8_fast", "arm_convolve_1_x_n_s8", "arm_grouped_convolve_s8")
 def conv_s8(case: VectorCase, rounding: Rounding) -> Outcome:
     filter_ch = case.define("FILTER_CH", case.define("IN_CH"))
@@ -57,7 +45,7 @@ def conv_s8(case: VectorCase, rounding: Rounding) -> Outcome:
         case.define("OUT_CH"), case.define("FILTER_Y"), case.define("FILTER_X"), filter_ch
     )
     bias = case.array("biases", "bias", required=False)
-    out = convolve_s8(_input(case), weights, bias, **_common(case, rounding))
+    out = convolve_s8(case.nhwc_input(), weights, bias, **_common(case, rounding))
     return outcome(out, case.array("output_ref", "output"))
 
 
@@ -67,7 +55,7 @@ def depthwise_s8(case: VectorCase, rounding: Rounding) -> Outcome:
         1, case.define("FILTER_Y"), case.define("FILTER_X"), case.define("OUT_CH")
     )
     bias = case.array("biases", "bias", required=False)
-    out = depthwise_conv_s8(_input(case), weights, bias, **_common(case, rounding))
+    out = depthwise_conv_s8(case.nhwc_input(), weights, bias, **_common(case, rounding))
     return outcome(out, case.array("output_ref", "output"))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantcore.conformance.adapters.conv import _common, _input
+from quantcore.conformance.adapters.conv import _common
 from quantcore.conformance.cases import VectorCase
 from quantcore.conformance.registry import Outcome, Skip, adapter, outcome
 from quantcore.kernels.int4 import (
@@ -73,7 +73,7 @@ def _expected(case: VectorCase) -> np.ndarray:
 def conv_s4(case: VectorCase, rounding: Rounding) -> Outcome:
     params = _per_channel(case, rounding)
     shape = (case.define("OUT_CH"), case.define("FILTER_Y"), case.define("FILTER_X"), case.define("IN_CH"))
-    out = convolve_s4(_input(case), _weights(case), _bias(case), weights_shape=shape, **params)
+    out = convolve_s4(case.nhwc_input(), _weights(case), _bias(case), weights_shape=shape, **params)
     return outcome(out, _expected(case))
 
 
@@ -81,7 +81,7 @@ def conv_s4(case: VectorCase, rounding: Rounding) -> Outcome:
 def depthwise_s4(case: VectorCase, rounding: Rounding) -> Outcome:
     params = _per_channel(case, rounding)
     shape = (1, case.define("FILTER_Y"), case.define("FILTER_X"), case.define("OUT_CH"))
-    out = depthwise_conv_s4(_input(case), _weights(case), _bias(case), weights_shape=shape, **params)
+    out = depthwise_conv_s4(case.nhwc_input(), _weights(case), _bias(case), weights_shape=shape, **params)
     return outcome(out, _expected(case))
 
 
@@ -90,7 +90,7 @@ def depthwise_s4_opt(case: VectorCase, rounding: Rounding) -> Outcome:
     params = _per_channel(case, rounding)
     del params["dilation"]  # the C ignores it
     shape = (1, case.define("FILTER_Y"), case.define("FILTER_X"), case.define("OUT_CH"))
-    out = depthwise_conv_s4_opt(_input(case), _weights(case), _bias(case), weights_shape=shape, **params)
+    out = depthwise_conv_s4_opt(case.nhwc_input(), _weights(case), _bias(case), weights_shape=shape, **params)
     return outcome(out, _expected(case))
 
 

@@ -48,16 +48,6 @@ def _dilation(case: VectorCase) -> tuple[int, int]:
     return (case.define("DILATION_Y", 1), case.define("DILATION_X", 1))
 
 
-def _input(case: VectorCase) -> np.ndarray:
-    shape = (
-        case.define("INPUT_BATCHES"),
-        case.define("INPUT_H"),
-        case.define("INPUT_W"),
-        case.define("IN_CH"),
-    )
-    return case.array("input").reshape(shape)
-
-
 def _conv_bias(case: VectorCase) -> tuple[np.ndarray | None, bool]:
     """The bias and cmsis_nn_bias_data.is_int32_bias as the unit test sets them for this case."""
     bias = case.array("biases", "bias", required=False)
@@ -77,7 +67,7 @@ def conv_s16(case: VectorCase, rounding: Rounding) -> Outcome:
     )
     bias, int32_bias = _conv_bias(case)
     out = convolve_s16(
-        _input(case),
+        case.nhwc_input(),
         weights,
         bias,
         int32_bias=int32_bias,
@@ -98,7 +88,7 @@ def _dw_weights(case: VectorCase) -> np.ndarray:
 def depthwise_s16(case: VectorCase, rounding: Rounding) -> Outcome:
     bias = case.array("biases", "bias", required=False)
     out = depthwise_conv_s16(
-        _input(case), _dw_weights(case), bias, dilation=_dilation(case), **_per_channel(case)
+        case.nhwc_input(), _dw_weights(case), bias, dilation=_dilation(case), **_per_channel(case)
     )
     return outcome(out, case.array("output_ref", "output"))
 
@@ -112,7 +102,7 @@ def depthwise_fast_s16(case: VectorCase, rounding: Rounding) -> Outcome:
     # The unit test passes get_bias_s64_address(...): NULL when every bias is zero (the *_null_bias cases).
     if bias is not None and not bias.any():
         bias = None
-    out = depthwise_conv_fast_s16(_input(case), _dw_weights(case), bias, **_per_channel(case))
+    out = depthwise_conv_fast_s16(case.nhwc_input(), _dw_weights(case), bias, **_per_channel(case))
     return outcome(out, case.array("output_ref", "output"))
 
 

@@ -19,16 +19,6 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.transpose_conv import transpose_conv_wrapper_s8
 
 
-def _input(case: VectorCase) -> np.ndarray:
-    shape = (
-        case.define("INPUT_BATCHES"),
-        case.define("INPUT_H"),
-        case.define("INPUT_W"),
-        case.define("IN_CH"),
-    )
-    return case.array("input").reshape(shape)
-
-
 def _weights(case: VectorCase) -> np.ndarray:
     shape = (case.define("OUT_CH"), case.define("FILTER_Y"), case.define("FILTER_X"), case.define("IN_CH"))
     return case.array("weights").reshape(shape)
@@ -37,7 +27,7 @@ def _weights(case: VectorCase) -> np.ndarray:
 @adapter("arm_transpose_conv_s8", "arm_reverse_transpose_conv_s8")
 def transpose_conv(case: VectorCase, rounding: Rounding) -> Outcome:
     actual = transpose_conv_wrapper_s8(
-        _input(case),
+        case.nhwc_input(),
         _weights(case),
         case.array("biases", "bias", required=False),
         multiplier=case.array("output_mult", "output_multiplier"),
