@@ -59,3 +59,45 @@ def small_cnn(seed: int = 0, batch: int | str = "N") -> onnx.ModelProto:
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
+
+
+def outlier_cnn(seed: int = 0, factor: float = 40.0, batch: int | str = "N") -> onnx.ModelProto:
+    """Conv-ReLU, MaxPool, Conv-ReLU, GAP, Flatten, Gemm without BatchNorm, where channel 2 of the
+    first conv is `factor` times wider than the rest and the second conv reads it `factor` times
+    weaker: the float function is that of the unscaled network, the first activation has an outlier."""
+    rng = np.random.default_rng(seed)
+    c1w = rng.normal(0, 0.5, (8, 1, 3, 3)).astype(np.float32)
+    c1b = rng.normal(0.1, 0.1, 8).astype(np.float32)
+    c2w = rng.normal(0, 0.3, (12, 8, 3, 3)).astype(np.float32)
+    c1w[2] *= factor
+    c1b[2] *= factor
+    c2w[:, 2] /= factor
+    inits = [
+        numpy_helper.from_array(c1w, "c1.w"),
+        numpy_helper.from_array(c1b, "c1.b"),
+        numpy_helper.from_array(c2w, "c2.w"),
+        numpy_helper.from_array(rng.normal(0, 0.1, 12).astype(np.float32), "c2.b"),
+        numpy_helper.from_array(rng.normal(0, 0.3, (10, 12)).astype(np.float32), "fc.w"),
+        numpy_helper.from_array(rng.normal(0, 0.1, 10).astype(np.float32), "fc.b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "c1.w", "c1.b"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["relu1"], name="relu1"),
+        helper.make_node("MaxPool", ["relu1"], ["pool1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["pool1", "c2.w", "c2.b"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["relu2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["relu2"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "outlier_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 1, 16, 16])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

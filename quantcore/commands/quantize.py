@@ -40,6 +40,13 @@ def register(sub: Any) -> None:
         default="double",
         help="requantization rounding of the firmware's CMSIS-NN build",
     )
+    p.add_argument(
+        "--equalize",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="cross-layer equalization: auto keeps it where it raises the output SQNR on the calibration"
+        " set (default); on/off force it",
+    )
     p.add_argument("--samples", type=int, default=None, help="use only the first N calibration samples")
     p.add_argument("-o", "--output", required=True, metavar="PARAMS_JSON")
     p.set_defaults(func=run)
@@ -73,13 +80,16 @@ def run(args: argparse.Namespace) -> int:
         per_channel=not args.per_tensor,
         rounding=Rounding(args.rounding),
         int16_layers=frozenset(args.int16),
+        equalize={"auto": None, "on": True, "off": False}[args.equalize],
         progress=sys.stderr.isatty(),
     )
     result = pipeline.quantize(model, calib, options)
     params_json.write(Path(args.output), result.document)
     layers = sum(1 for layer in result.document["layers"] if layer["kernel"])
+    equalized = result.document["transforms"]["cross_layer_equalization"]["applied"]
     print(
         f"{args.output}: {layers} layers quantized from {len(calib)} samples ({args.method},"
-        f" {'per-tensor' if args.per_tensor else 'per-channel'}) in {time.perf_counter() - started:.2f} s"
+        f" {'per-tensor' if args.per_tensor else 'per-channel'}"
+        f"{', cross-layer equalized' if equalized else ''}) in {time.perf_counter() - started:.2f} s"
     )
     return 0

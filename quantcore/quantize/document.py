@@ -14,6 +14,7 @@ import numpy as np
 from quantcore import __version__
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
+from quantcore.passes.equalize import equalize
 from quantcore.quantize.lowering import avgpool_as_depthwise
 from quantcore.quantize.params_json import FORMAT, VERSION
 from quantcore.quantize.precision import S16_CAPABLE, assign_precision
@@ -27,9 +28,11 @@ class DocumentError(QuantcoreError):
     """A quant-params document that does not fit the model it is applied to (message names the JSON path)."""
 
 
-def to_document(qgraph: Graph, calibration: Mapping[str, Any]) -> dict[str, Any]:
+def to_document(
+    qgraph: Graph, calibration: Mapping[str, Any], transforms: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     meta = qgraph.meta
-    return {
+    document = {
         "format": FORMAT,
         "version": VERSION,
         "generator": f"fixpoint {__version__}",
@@ -49,6 +52,21 @@ def to_document(qgraph: Graph, calibration: Mapping[str, Any]) -> dict[str, Any]
         "tensors": _tensors(qgraph),
         "layers": [_layer(qgraph, n) for n in qgraph.nodes],
     }
+    if transforms:
+        document["transforms"] = dict(transforms)
+    return _ordered(document)
+
+
+def _ordered(document: dict[str, Any]) -> dict[str, Any]:
+    """Keys in the order a reader meets them: transforms right after calibration."""
+    order = ["format", "version", "generator", "model", "scheme", "calibration", "transforms"]
+    return {k: document[k] for k in [*order, *document] if k in document}
+
+
+def equalization_applied(doc: Mapping[str, Any]) -> bool:
+    """Whether the document's parameters were computed on the cross-layer-equalized model."""
+    entry = doc.get("transforms", {}).get("cross_layer_equalization", {})
+    return bool(entry.get("applied", False))
 
 
 def _io(graph: Graph, name: str) -> dict[str, Any]:
@@ -146,6 +164,8 @@ def _layer(graph: Graph, node: Node) -> dict[str, Any]:
 
 def from_document(graph: Graph, doc: Mapping[str, Any]) -> Graph:
     """Apply a (validated) document to the prepared float graph of the same model."""
+    if equalization_applied(doc):
+        graph = equalize(graph).graph  # deterministic: the same weights the quantizer calibrated
     tensors = doc["tensors"]
     wide = [
         layer["name"]

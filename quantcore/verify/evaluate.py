@@ -61,6 +61,27 @@ def evaluate_graphs(
     )
 
 
+def float_outputs(float_model: FloatModel, graph: Graph, data: DataSet, batch_size: int = 64) -> np.ndarray:
+    """The float model's output for every sample, flattened per sample (N, -1)."""
+    input_name, out_name = graph.inputs[0], graph.outputs[0]
+    parts = [
+        float_model.activations({input_name: x})[out_name].reshape(len(x), -1)
+        for x, _ in _batches(data, batch_size, False)
+    ]
+    return np.concatenate(parts)
+
+
+def int8_outputs(qgraph: Graph, data: DataSet, batch_size: int = 64) -> np.ndarray:
+    """The int8 reference executor's dequantized output for every sample, flattened per sample."""
+    input_name, out_name = qgraph.inputs[0], qgraph.outputs[0]
+    parts = []
+    for x, _ in _batches(data, batch_size, False):
+        q_inputs = int8_exec.quantize_inputs(qgraph, {input_name: to_ir_layout(qgraph, input_name, x)})
+        q = int8_exec.run(qgraph, q_inputs)[out_name]
+        parts.append(int8_exec.dequantize_tensor(qgraph, out_name, q).reshape(len(x), -1))
+    return np.concatenate(parts)
+
+
 def _batches(data: DataSet, size: int, progress: bool) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
     starts = range(0, len(data), size)
     if progress:
