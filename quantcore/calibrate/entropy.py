@@ -13,6 +13,14 @@ Differences from the textbook loop, none of which change its result on a histogr
 - exact zeros (counted by the observer) are left out of P and Q: zero is represented exactly whatever
   the threshold, and the spike ReLU puts there would otherwise drag the threshold down (the problem
   pytorch-quantization hides by overwriting bin 0 with bin 1);
+- point masses inside the distribution are left out the same way: a bin holding more than SPIKE times
+  as many values as either neighbour, both neighbours non-empty, and at least SPIKE_SHARE of all values
+  takes the mean of its neighbours. (An isolated mass - empty bins on a side - is an outlier population,
+  whose clipping the search must weigh, and stays.) Real data makes
+  them (a constant image background gives a conv output equal to its bias at thousands of pixels), the
+  quantizer represents such a value to within half a step at any threshold, and left in they decide the
+  search: on a Fashion-MNIST conv-BN-ReLU net a spike at 9% of the maximum pulled the threshold onto
+  itself (layer SQNR 4.9 dB; 28.5 dB without it; min/max gives 39 dB);
 - the search runs on the observer's grid, which gives |x| at least ~bins / 2 bins for a signed tensor
   and more than `bins` for a non-negative one (2048 by default): ONNX Runtime's Entropy default of 128
   histogram bins leaves no candidate but the whole range, so it returns min/max.
@@ -31,6 +39,8 @@ from quantcore.calibrate.histogram import Histogram
 from quantcore.calibrate.ranges import containing_zero
 
 DEFAULT_LEVELS = 128
+SPIKE = 4
+SPIKE_SHARE = 1e-3
 _BLOCK = 512  # candidates evaluated at once: bounds the (candidates x levels) temporaries
 Floats = npt.NDArray[np.float64]
 
@@ -40,7 +50,7 @@ def entropy_range(h: Histogram, levels: int = DEFAULT_LEVELS) -> tuple[float, fl
     if levels < 2:
         raise CalibrationError(f"entropy: levels must be >= 2, got {levels}")
     counts, width = abs_histogram(h)
-    threshold = min(kl_threshold_bins(counts, levels) * width, max(-h.min, h.max))
+    threshold = min(kl_threshold_bins(without_point_masses(counts), levels) * width, max(-h.min, h.max))
     return containing_zero(max(-threshold, h.min), min(threshold, h.max))
 
 
@@ -59,6 +69,15 @@ def abs_histogram(h: Histogram) -> tuple[Counts, float]:
     np.add.at(folded, magnitude, counts)
     folded[0] -= h.zeros
     return folded, h.width * 2.0**shift
+
+
+def without_point_masses(counts: Counts) -> Counts:
+    """Counts with each spike (see the module docstring) replaced by the mean of its two neighbours."""
+    left = np.concatenate([[0], counts[:-1]])
+    right = np.concatenate([counts[1:], [0]])
+    inside = (left > 0) & (right > 0)
+    spike = inside & (counts > SPIKE * np.maximum(left, right)) & (counts >= SPIKE_SHARE * counts.sum())
+    return np.where(spike, (left + right) // 2, counts)
 
 
 def kl_threshold_bins(counts: Counts, levels: int) -> int:

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from quantcore.calibrate import CalibrationError, entropy_range
-from quantcore.calibrate.entropy import abs_histogram, kl_divergences, kl_threshold_bins
+from quantcore.calibrate.entropy import (
+    abs_histogram,
+    kl_divergences,
+    kl_threshold_bins,
+    without_point_masses,
+)
 from tests.calibrate.samples import gaussian, gaussian_with_outliers, observed, uniform
 
 
@@ -97,3 +102,28 @@ def test_signed_threshold_is_intersected_with_the_data() -> None:
 def test_levels_must_be_at_least_two() -> None:
     with pytest.raises(CalibrationError, match="levels"):
         entropy_range(observed([1.0, 2.0]).histogram(), levels=1)
+
+
+def test_a_point_mass_does_not_pull_the_threshold_onto_itself() -> None:
+    # A constant background makes a conv output repeat one value (its bias) at many pixels: here 20% of
+    # the values of a ReLU'd Gaussian sit exactly at 0.3. Without the spike rule the search lands on it.
+    x = np.abs(gaussian(seed=6))
+    spiked = np.concatenate([x, np.full(x.size // 4, 0.3)])
+    lo, hi = entropy_range(observed(spiked).histogram())
+    _, clean = entropy_range(observed(x).histogram())
+    assert lo == 0.0
+    assert abs(hi - clean) < 0.1 * clean  # where the spike-free data puts it (about 2.6)
+    counts, _ = abs_histogram(observed(spiked).histogram())
+    assert kl_threshold_bins(counts, 128) < 0.2 * kl_threshold_bins(without_point_masses(counts), 128)
+
+
+def test_spikes_are_replaced_by_their_neighbours_mean_and_nothing_else_changes() -> None:
+    counts = np.array([100, 90, 2000, 80, 70, 60, 5, 0, 3], dtype=np.int64)
+    # 2000 > 4 x 90 and >= 0.1% of the total: a spike. 5 beside 60 and 0 is not 4 x 60.
+    assert without_point_masses(counts).tolist() == [100, 90, 85, 80, 70, 60, 5, 0, 3]
+    small = np.array([10, 50, 10] + [1000] * 100, dtype=np.int64)
+    # 50 is 5 x its neighbours but below 0.1% of the values: noise, kept.
+    assert without_point_masses(small)[1] == 50
+    isolated = np.array([1000] * 100 + [0, 0, 500, 0], dtype=np.int64)
+    # A mass with empty bins beside it is an outlier population: the search weighs its clipping.
+    assert without_point_masses(isolated)[102] == 500
