@@ -56,6 +56,12 @@ class Equalized:
     """Per-channel divisors of each rescaled activation tensor (equalized = original / divisor)."""
     pairs: tuple[Pair, ...]
 
+    @property
+    def spread(self) -> float:
+        """The largest ratio between two channels' divisors in one tensor: how far equalization moves
+        channels relative to each other (1.0 = not at all)."""
+        return max((float(d.max() / d.min()) for d in self.divisors.values()), default=1.0)
+
 
 def equalize(graph: Graph) -> Equalized:
     pairs = find_pairs(graph)

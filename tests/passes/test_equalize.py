@@ -127,17 +127,25 @@ def test_auto_mode_equalizes_the_outlier_model_and_records_why(outlier_model: pi
     assert entry["output_sqnr_db"]["on"] > entry["output_sqnr_db"]["off"] + 6  # the outlier cost > 1 bit
     assert params_json.validate(json.loads(json.dumps(auto.document))) == []
 
+    assert entry["spread"] > 30  # channel 2 was made 40x wider than its neighbours
+
     off = pipeline.quantize(outlier_model, data, pipeline.QuantizeOptions(equalize=False))
-    assert off.document["transforms"]["cross_layer_equalization"] == {
-        "mode": "off",
-        "applied": False,
-        "pairs": [["conv1", "conv2"], ["conv2", "fc"]],
-    }
+    off_entry = off.document["transforms"]["cross_layer_equalization"]
+    assert off_entry == {"mode": "off", "applied": False, "pairs": entry["pairs"], "spread": entry["spread"]}
     report_on = pipeline.evaluate(outlier_model, auto.document, data)
     report_off = pipeline.evaluate(outlier_model, off.document, data)
     assert report_on.output_sqnr_db > report_off.output_sqnr_db + 6
     # Per-layer figures compare like with like: the equalized graph against the rescaled float values.
     assert min(layer.sqnr_db for layer in report_on.layers) > 20
+
+
+def test_auto_mode_does_not_score_a_model_whose_channels_are_already_in_line(tmp_path: Path) -> None:
+    path = tmp_path / "plain.onnx"
+    onnx.save(outlier_cnn(factor=1.0), path)
+    model = pipeline.load_model(path)
+    entry = pipeline.quantize(model, _calibration()).document["transforms"]["cross_layer_equalization"]
+    assert entry["applied"] is False and "output_sqnr_db" not in entry
+    assert 1.0 < entry["spread"] <= pipeline.EQUALIZE_SPREAD
 
 
 def test_a_graph_rebuilt_from_the_document_replays_equalization(
