@@ -1,4 +1,8 @@
-"""The user's CMSIS-NN checkout: finding it, installing one into the per-user cache, building it for the host.
+"""The user's CMSIS-NN checkout: finding it, installing one into the per-user cache, building it.
+
+`build_library` builds libcmsis-nn.a for any Core (the host with gcc, Cortex-M with arm-none-eabi-gcc
+through a CMake toolchain file rendered from templates/target/toolchain.cmake.j2); builds are cached per
+(sources, core, rounding, optimisation level) under $XDG_CACHE_HOME/fixpoint/build and made under a lock.
 
 Fixpoint never ships CMSIS-NN (Apache-2.0, Arm's repository); it works against a checkout the user
 provides. `locate` looks, in order, at an explicit path (a setting), the FIXPOINT_CMSIS_NN environment
@@ -24,6 +28,7 @@ from pathlib import Path
 
 from quantcore.errors import CmsisNnNotFound, QuantcoreError
 from quantcore.kernels.requantize import Rounding
+from quantcore.targets.cores import Core
 
 ENV_VAR = "FIXPOINT_CMSIS_NN"
 GIT_URL = "https://github.com/ARM-software/CMSIS-NN.git"
@@ -275,6 +280,66 @@ def _cmake_build(nn: Path, build: Path, rounding: Rounding) -> None:
     run_checked(configure, "configuring CMSIS-NN")
     jobs = str(os.cpu_count() or 1)
     run_checked(["cmake", "--build", str(build), "--target", "cmsis-nn", "-j", jobs], "building CMSIS-NN")
+
+
+def library_build_dir(checkout: CmsisNn, core: Core, rounding: Rounding, opt: str) -> Path:
+    """The cache directory of one configuration; the optimisation flag is part of the key."""
+    level = re.sub(r"[^A-Za-z0-9]+", "", opt) or "default"
+    return cache_root() / "build" / f"{core.label}-{source_key(checkout)}-{rounding.value}-{level}"
+
+
+def build_library(
+    checkout: CmsisNn, core: Core = Core.HOST, rounding: Rounding = Rounding.DOUBLE, opt: str = "-O2"
+) -> Path:
+    """libcmsis-nn.a for `core` with `rounding` at optimisation `opt`; reuses a finished build.
+
+    The core's -mcpu flags select CMSIS-NN's code path (pure C, DSP or MVE), so each core has its own
+    build; the rounding define changes results, so it is part of the key as well.
+    """
+    from quantcore.targets.toolchain import require_tool, require_toolchain
+
+    build = library_build_dir(checkout, core, rounding, opt)
+    library = build / LIBRARY
+    if library.is_file():
+        return library
+    require_tool("cmake", "cmake")
+    chain = require_toolchain(core)
+    if chain.cross:
+        require_tool(chain.cxx, "gcc-arm-none-eabi")  # CMSIS-NN's project() enables CXX too
+    build.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(build.parent / f"{build.name}.lock"):
+        if not library.is_file():
+            _cross_build(checkout.path, build, core, rounding, opt)
+    if not library.is_file():
+        raise CmsisNnBuildError(f"CMake finished but {library} is missing; see {build}")
+    return library
+
+
+def _cross_build(nn: Path, build: Path, core: Core, rounding: Rounding, opt: str) -> None:
+    from quantcore.targets.render import render, write_text
+    from quantcore.targets.toolchain import toolchain_for
+
+    chain = toolchain_for(core)
+    cflags = [*core.cflags, *([f"-D{rounding.define}"] if rounding.define else [])]
+    # The toolchain file lives beside (not inside) the build dir: a failed configure is wiped whole.
+    toolchain = write_text(
+        build.parent / f"{build.name}.toolchain.cmake",
+        render(
+            "toolchain.cmake",
+            core=core.label,
+            cross=chain.cross,
+            prefix=chain.prefix,
+            cflags=" ".join(cflags),
+        ),
+    )
+    shutil.rmtree(build, ignore_errors=True)
+    configure = ["cmake", "-S", str(nn), "-B", str(build), f"-DCMAKE_TOOLCHAIN_FILE={toolchain}"]
+    run_checked([*configure, f"-DCMSIS_OPTIMIZATION_LEVEL={opt}"], f"configuring CMSIS-NN for {core.label}")
+    jobs = str(os.cpu_count() or 1)
+    run_checked(
+        ["cmake", "--build", str(build), "--target", "cmsis-nn", "-j", jobs],
+        f"building CMSIS-NN for {core.label}",
+    )
 
 
 def run_checked(args: list[str], doing: str) -> None:

@@ -1,0 +1,226 @@
+"""What `fixpoint build`, `verify` and `flash-verify` share: options, project defaults, the build steps.
+
+Defaults come from ./fixpoint.toml (or --project) when present; command-line options override them.
+Exit codes: 0 pass, 1 fail (mismatch, build or run failure), 2 bad input (options, project, data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from quantcore.errors import ModelError, QuantcoreError
+
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class BadInput(QuantcoreError):
+    """An option or setting the command cannot work with (exit status 2)."""
+
+
+def add_arguments(p: argparse.ArgumentParser, model: bool = True) -> None:
+    p.add_argument(
+        "--target", help="host, qemu-m4, qemu-m7, qemu-m55 or the project's board (default: fixpoint.toml)"
+    )
+    p.add_argument("--src", type=Path, help="generated model sources (default: generate into the build dir)")
+    p.add_argument("--build-dir", type=Path, help="where to build (default: build/<target>)")
+    p.add_argument("--data", help="input samples (.npz/.npy/images); default: seeded random int8 inputs")
+    p.add_argument(
+        "--cases", type=int, default=None, help="number of test cases (default 4, or all samples given)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    if model:
+        p.add_argument("--model", help="float ONNX model (default: fixpoint.toml's model)")
+        p.add_argument("--params", help="quant-params JSON (default: fixpoint.toml's params)")
+    p.add_argument("--project", type=Path, help="fixpoint.toml to read (default: ./fixpoint.toml if present)")
+    p.add_argument(
+        "--cmsis-nn", dest="cmsis_nn", help="CMSIS-NN checkout (default: [cmsis_nn] path, env, cache)"
+    )
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds the firmware may run (default 60)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+@dataclass
+class Context:
+    """The resolved settings of one command run."""
+
+    args: argparse.Namespace
+    project: Any
+    target: Any
+    build_dir: Path
+
+    @property
+    def rounding(self) -> Any:
+        return self.project.rounding
+
+
+def resolve(args: argparse.Namespace) -> Context:
+    from quantcore.project import Project, find_project, load_project_strict
+    from quantcore.targets.target import Region, board_target, get_target
+
+    path = args.project or find_project()
+    if args.project and not args.project.is_file():
+        raise BadInput(f"{args.project} does not exist")
+    project = load_project_strict(path) if path else Project()
+    board = project.board
+    board_t = (
+        board_target(board.name, board.core, Region(board.flash_origin, board.flash_size),
+                     Region(board.ram_origin, board.ram_size), board.uart_base)
+        if board else None
+    )  # fmt: skip
+    target = get_target(args.target or project.target, board_t)
+    if args.cases is not None and args.cases < 1:
+        raise BadInput(f"--cases must be at least 1, got {args.cases}")
+    return Context(args, project, target, (args.build_dir or Path("build") / target.name).resolve())
+
+
+def checkout(ctx: Context) -> Any:
+    from quantcore import cmsis_nn
+
+    return cmsis_nn.locate(ctx.args.cmsis_nn or ctx.project.cmsis_nn)
+
+
+@dataclass
+class Model:
+    loaded: Any
+    document: Any
+    qgraph: Any
+    params_file: str
+
+
+def load_model(ctx: Context, required: bool) -> Model | None:
+    from quantcore import pipeline
+    from quantcore.quantize import params_json
+    from quantcore.quantize.document import from_document
+
+    model = getattr(ctx.args, "model", None) or ctx.project.model
+    params = getattr(ctx.args, "params", None) or ctx.project.params
+    if not (model and params):
+        if required:
+            raise BadInput(
+                "needs the model and its parameters: give --model and --params (or set them in fixpoint.toml)"
+            )
+        return None
+    for path in (model, params):
+        if not Path(path).is_file():
+            raise BadInput(f"{path} does not exist")
+    loaded = pipeline.load_model(model)
+    document = params_json.load(Path(params))
+    pipeline.check_same_model(loaded, document, str(params))
+    return Model(loaded, document, from_document(loaded.graph, document), str(params))
+
+
+def sources(ctx: Context, model: Model | None) -> Path:
+    """--src as given, else the model generated into <build dir>/model for the target's core."""
+    if ctx.args.src is not None:
+        if not ctx.args.src.is_dir():
+            raise BadInput(f"--src {ctx.args.src} is not a directory")
+        return Path(ctx.args.src)
+    if model is None:
+        raise BadInput("give --src DIR (generated sources) or --model and --params to generate them")
+    try:
+        from quantcore.codegen import generate  # type: ignore[attr-defined, unused-ignore]
+    except ImportError:
+        raise BadInput(
+            "the C code generator (quantcore.codegen) is not available here; pass --src DIR"
+        ) from None
+    out = ctx.build_dir / "model"
+    generate(
+        model.qgraph, out, prefix="model", core=ctx.target.core, alignment=ctx.project.alignment, force=True
+    )
+    return out
+
+
+def cases(ctx: Context, model: Model | None, input_bytes: int) -> Any:
+    """The test cases: from --data (needs the model), else seeded random inputs."""
+    import numpy as np
+
+    from quantcore.targets import verify
+
+    count = ctx.args.cases
+    if ctx.args.data:
+        if model is None:
+            raise BadInput("--data needs --model and --params (to quantize the samples)")
+        from quantcore import data, pipeline
+        from quantcore.runtime.onnx_float import to_ir_layout
+
+        dataset = data.load(ctx.args.data, pipeline.first_input_shape(model.loaded))
+        name = model.qgraph.inputs[0]
+        return verify.data_cases(
+            model.qgraph, to_ir_layout(model.qgraph, name, dataset.x), str(ctx.args.data), count
+        )
+    if model is not None:
+        return verify.random_cases(model.qgraph, count or verify.DEFAULT_CASES, ctx.args.seed)
+    rng = np.random.default_rng(ctx.args.seed)
+    values = rng.integers(-128, 127, size=(count or verify.DEFAULT_CASES, input_bytes), endpoint=True)
+    return verify.Cases(values.astype(np.int8), f"random (seed {ctx.args.seed})")
+
+
+def build(ctx: Context, src: Path, test_cases: Any, channel: Any = None) -> Any:
+    from quantcore.targets.build import BuildRequest, build_firmware, read_header
+
+    read_header(src)
+    request = BuildRequest(
+        ctx.target, src, ctx.build_dir, test_cases.as_bytes(), checkout(ctx), ctx.rounding, channel
+    )
+    return build_firmware(request)
+
+
+def audit(ctx: Context, firmware: Any) -> Any:
+    """Measure and check the budget (not for the host); BudgetError before anything is flashed."""
+    from quantcore.targets import memory
+
+    if not firmware.target.cross:
+        return memory.measure(firmware, memory.Budget(None, None))
+    limits = memory.target_budget(firmware)
+    budget = memory.Budget(ctx.project.budget.flash or limits.flash, ctx.project.budget.ram or limits.ram)
+    report = memory.measure(firmware, budget)
+    memory.check_budget(report, f"{ctx.target.name}'s budget")
+    return report
+
+
+def float_metrics(model: Model | None, test_cases: Any) -> list[Any]:
+    """The quantizer's per-layer float-vs-int8 figures on the very inputs the firmware ran."""
+    if model is None:
+        return []
+    from quantcore import pipeline
+    from quantcore.data import DataSet
+    from quantcore.runtime.onnx_float import to_model_layout
+    from quantcore.targets import verify
+
+    name = model.qgraph.inputs[0]
+    x = to_model_layout(model.qgraph, name, verify.float_inputs(model.qgraph, test_cases)).astype("float32")
+    report = pipeline.evaluate(model.loaded, model.document, DataSet(x), params_file=model.params_file)
+    return list(report.layers)
+
+
+def guarded(command: str, args: argparse.Namespace, body: Callable[[], int]) -> int:
+    """Run `body`; bad input is exit 2, other errors exit 1; with --json errors are JSON too."""
+    from quantcore.data import DataError
+    from quantcore.project import ProjectError
+    from quantcore.quantize.params_json import QuantParamsError
+    from quantcore.targets.errors import UnknownTargetError
+
+    try:
+        return body()
+    except (BadInput, ProjectError, UnknownTargetError, DataError, ModelError, QuantParamsError) as exc:
+        return _error(command, args, exc, EXIT_BAD_INPUT)
+    except QuantcoreError as exc:
+        return _error(command, args, exc, EXIT_FAIL)
+
+
+def _error(command: str, args: argparse.Namespace, exc: Exception, code: int) -> int:
+    if args.json:
+        verdict = "error" if code == EXIT_FAIL else "bad-input"
+        print(
+            json.dumps(
+                {"target": args.target, "verdict": verdict, "error": str(exc), "kind": type(exc).__name__}
+            )
+        )
+    print(f"fixpoint {command}: {exc}", file=sys.stderr)
+    return code

@@ -1,0 +1,77 @@
+"""`fixpoint verify --target T`: generate, build, run (stdout / QEMU semihosting), compare every layer.
+
+The reference is the int8 executor on the same quantized inputs; the table shows per layer the bytes
+that differ and the first difference (case, channel, index). Exit 0 when every byte matches, 1 if not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from quantcore.commands import _firmware as fw
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("verify", help="run the generated model on a target and compare with the reference")
+    fw.add_arguments(p)
+    p.add_argument("--no-float-metrics", action="store_true", help="skip the float-vs-int8 figures")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return fw.guarded("verify", args, lambda: _verify(args, board=False))
+
+
+def _verify(args: argparse.Namespace, board: bool) -> int:
+    from quantcore.targets import verify
+    from quantcore.targets.build import Channel, read_header
+
+    ctx = fw.resolve(args)
+    model = fw.load_model(ctx, required=True)
+    assert model is not None
+    src = fw.sources(ctx, model)
+    cases = fw.cases(ctx, model, read_header(src).input_bytes)
+    firmware = fw.build(ctx, src, cases, Channel.UART if board else None)
+    memory = fw.audit(ctx, firmware)
+    if board and not args.json:
+        print(f"memory (checked before flashing): {memory.format()}", flush=True)
+    metrics = [] if getattr(args, "no_float_metrics", False) else fw.float_metrics(model, cases)
+    report = verify.verify_run(
+        model.qgraph, cases, firmware, _executor(ctx, firmware, board), memory, metrics
+    )
+    print(json.dumps(report.to_dict()) if args.json else verify.format_table(report))
+    return fw.EXIT_PASS if report.comparison.passed else fw.EXIT_FAIL
+
+
+def _executor(ctx: fw.Context, firmware: Any, board: bool) -> Any:
+    from quantcore.targets import board as board_route
+    from quantcore.targets.run import run_firmware
+    from quantcore.targets.target import Kind
+
+    timeout = ctx.args.timeout
+    if not board:
+        return lambda expect: run_firmware(firmware, timeout, expect)
+    if ctx.target.kind is Kind.QEMU:
+        ports = (getattr(ctx.args, "gdb_port", 0) or 0, getattr(ctx.args, "uart_port", 0) or 0)
+        return lambda expect: board_route.run_on_qemu_board(firmware, timeout, expect, *ports)
+    if ctx.target.kind is Kind.HOST:
+        raise fw.BadInput("flash-verify needs a QEMU target or a board; use `fixpoint verify` for the host")
+    return lambda expect: board_route.flash_and_read(
+        firmware, ctx.project.flash.backend, _settings(ctx), ctx.args.serial or ctx.project.flash.serial,
+        timeout, expect, ctx.project.flash.baud,
+    )  # fmt: skip
+
+
+def _settings(ctx: fw.Context) -> Any:
+    from quantcore.targets.backends import FlashSettings
+
+    flash = ctx.project.flash
+    origin = ctx.target.flash.origin if ctx.target.flash else 0x08000000
+    return FlashSettings(
+        device=flash.device,
+        probe=ctx.args.probe or flash.probe,
+        flash_origin=origin,
+        gdb_remote=flash.gdb_remote,
+    )

@@ -1,0 +1,277 @@
+"""fixpoint.toml: a project's model, parameters, target, board, budget, CMSIS-NN and flashing settings.
+
+    model = "kws.onnx"             # paths are relative to the fixpoint.toml
+    params = "kws.params.json"
+    generated = "generated"
+    target = "qemu-m4"
+
+    [board]                        # a real board (target = its name, or "board")
+    core = "cortex-m4"
+    flash_origin = 0x08000000
+    flash_size = "512K"
+    ram_origin = 0x20000000
+    ram_size = "128K"
+
+    [budget]
+    flash = "256K"
+    ram = "64K"
+
+    [flash]
+    backend = "pyocd"              # gdb | pyocd | openocd | jlink
+    serial = "/dev/ttyACM0"
+
+`load_project` never fails on a bad value: it keeps the default and returns the problem (key + message),
+so an editor can show every problem at once; `load_project_strict` (the CLI) raises ProjectError.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from quantcore.errors import QuantcoreError
+from quantcore.kernels.requantize import Rounding
+from quantcore.targets.backends import BackendName
+from quantcore.targets.cores import Core
+
+FILENAME = "fixpoint.toml"
+T = TypeVar("T")
+
+
+class ProjectError(QuantcoreError):
+    """fixpoint.toml is unreadable or holds an invalid value; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    key: str
+    """The dotted key, e.g. "budget.flash" ("" for the whole file)."""
+    message: str
+
+
+@dataclass(frozen=True)
+class BoardSettings:
+    name: str = "board"
+    """The target name that selects this board (`--target board` works too)."""
+    core: Core = Core.CORTEX_M4
+    """The board's processor core (cortex-m0 ... cortex-m55)."""
+    flash_origin: int = 0x08000000
+    """Start address of flash, where the vector table goes."""
+    flash_size: int = 512 * 1024
+    ram_origin: int = 0x20000000
+    ram_size: int = 128 * 1024
+    uart_base: int | None = None
+    """Base address of a CMSDK APB UART for the harness; other UARTs: see docs/protocol.md."""
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    flash: int | None = None
+    """Flash bytes the firmware may take (text + data); None: the target's flash size."""
+    ram: int | None = None
+    """RAM bytes the firmware may take (data + bss); None: the target's RAM size."""
+
+
+@dataclass(frozen=True)
+class FlashConfig:
+    backend: BackendName = BackendName.GDB
+    """How to flash: gdb (a GDB server, e.g. QEMU's stub), pyocd, openocd or jlink."""
+    probe: str = ""
+    """The probe's serial number / unique id; empty: the only one connected."""
+    serial: str = ""
+    """The board's UART: a device (/dev/ttyACM0) or a pyserial URL (socket://host:port)."""
+    baud: int = 115200
+    device: str = ""
+    """pyOCD target / OpenOCD target cfg / J-Link device name."""
+    gdb_remote: str = "127.0.0.1:3333"
+    """host:port of the GDB server the gdb backend flashes through."""
+
+
+@dataclass(frozen=True)
+class Project:
+    path: Path | None = None
+    """The fixpoint.toml this came from (None: defaults only)."""
+    model: Path | None = None
+    """The float model (ONNX)."""
+    params: Path | None = None
+    """The quant-params JSON written by `fixpoint quantize`."""
+    generated: Path = Path("generated")
+    """The folder `fixpoint generate` writes the C sources to."""
+    target: str = "host"
+    """The default --target."""
+    rounding: Rounding = Rounding.DOUBLE
+    """CMSIS-NN's requantization rounding (double, or single = CMSIS_NN_USE_SINGLE_ROUNDING)."""
+    alignment: int = 16
+    """Byte alignment of the generated arena and constant tables."""
+    cmsis_nn: Path | None = None
+    """A CMSIS-NN checkout ([cmsis_nn] path); None: $FIXPOINT_CMSIS_NN or the cache."""
+    board: BoardSettings | None = None
+    budget: BudgetSettings = field(default_factory=BudgetSettings)
+    flash: FlashConfig = field(default_factory=FlashConfig)
+
+
+# ------------------------------------------------------------------------------------------- values
+
+
+def parse_size(value: Any) -> int:
+    """512, "512K", "2M", "1.5M" -> bytes (K = 1024)."""
+    if isinstance(value, bool):
+        raise ValueError('expected a size such as 524288, "512K" or "2M"')
+    if isinstance(value, int) and value >= 0:
+        return value
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KkMmGg]?)i?[Bb]?\s*", str(value))
+    if not match or isinstance(value, float):
+        raise ValueError(f'expected a size such as 524288, "512K" or "2M", got {value!r}')
+    scale = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}[match[2].lower()]
+    return int(float(match[1]) * scale)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {value!r}")
+    return value
+
+
+def _choice(kind: Callable[[str], T], names: list[str]) -> Callable[[Any], T]:
+    def convert(value: Any) -> T:
+        try:
+            return kind(_str(value))
+        except (ValueError, QuantcoreError):
+            raise ValueError(f"expected one of {', '.join(names)}, got {value!r}") from None
+
+    return convert
+
+
+def _alignment(value: Any) -> int:
+    n = _int(value)
+    if n == 0 or n & (n - 1):
+        raise ValueError(f"expected a power of two, got {value!r}")
+    return n
+
+
+_ROUNDING = _choice(Rounding, [r.value for r in Rounding])
+_BACKEND = _choice(BackendName, [b.value for b in BackendName])
+_CORE = _choice(Core.from_label, [c.label for c in Core if c is not Core.HOST])
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+class _Reader:
+    """Reads one table's keys, collecting problems and keeping defaults for bad values."""
+
+    def __init__(self, table: dict[str, Any], prefix: str, problems: list[Problem]) -> None:
+        self.table, self.prefix, self.problems = table, prefix, problems
+        self.seen: set[str] = set()
+
+    def get(self, key: str, convert: Callable[[Any], T], default: T) -> T:
+        self.seen.add(key)
+        if key not in self.table:
+            return default
+        try:
+            return convert(self.table[key])
+        except ValueError as exc:
+            self.problems.append(Problem(self.prefix + key, str(exc)))
+            return default
+
+    def unknown(self, allowed_tables: tuple[str, ...] = ()) -> None:
+        for key in self.table:
+            if key not in self.seen and key not in allowed_tables:
+                known = ", ".join(sorted(self.seen))
+                self.problems.append(Problem(self.prefix + key, f"unknown key (known here: {known})"))
+
+
+def load_project(path: str | Path) -> tuple[Project, list[Problem]]:
+    """The project in `path` and its problems; bad values keep their defaults (never raises on content)."""
+    path = Path(path)
+    problems: list[Problem] = []
+    try:
+        document = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        return Project(path), [Problem("", f"cannot read {path}: {exc}")]
+    base = path.parent
+    top = _Reader(document, "", problems)
+
+    def rel(value: Any) -> Path:
+        return base / _str(value)
+
+    project = Project(
+        path=path,
+        model=top.get("model", rel, None),
+        params=top.get("params", rel, None),
+        generated=top.get("generated", rel, base / "generated"),
+        target=top.get("target", _str, "host"),
+        rounding=top.get("rounding", _ROUNDING, Rounding.DOUBLE),
+        alignment=top.get("alignment", _alignment, 16),
+        cmsis_nn=_section(document, "cmsis_nn", problems, lambda r: r.get("path", rel, None)),
+        board=_section(document, "board", problems, _board) if "board" in document else None,
+        budget=_section(document, "budget", problems, _budget),
+        flash=_section(document, "flash", problems, _flash),
+    )
+    top.unknown(("cmsis_nn", "board", "budget", "flash"))
+    return project, problems
+
+
+def _section(document: dict[str, Any], name: str, problems: list[Problem], read: Callable[[_Reader], T]) -> T:
+    table = document.get(name, {})
+    if not isinstance(table, dict):
+        problems.append(Problem(name, "expected a table ([" + name + "])"))
+        table = {}
+    reader = _Reader(table, name + ".", problems)
+    value = read(reader)
+    reader.unknown()
+    return value
+
+
+def _board(r: _Reader) -> BoardSettings:
+    d = BoardSettings()
+    return BoardSettings(
+        name=r.get("name", _str, d.name),
+        core=r.get("core", _CORE, d.core),
+        flash_origin=r.get("flash_origin", _int, d.flash_origin),
+        flash_size=r.get("flash_size", parse_size, d.flash_size),
+        ram_origin=r.get("ram_origin", _int, d.ram_origin),
+        ram_size=r.get("ram_size", parse_size, d.ram_size),
+        uart_base=r.get("uart_base", _int, d.uart_base),
+    )
+
+
+def _budget(r: _Reader) -> BudgetSettings:
+    return BudgetSettings(flash=r.get("flash", parse_size, None), ram=r.get("ram", parse_size, None))
+
+
+def _flash(r: _Reader) -> FlashConfig:
+    d = FlashConfig()
+    return FlashConfig(
+        backend=r.get("backend", _BACKEND, d.backend),
+        probe=r.get("probe", _str, d.probe),
+        serial=r.get("serial", _str, d.serial),
+        baud=r.get("baud", _int, d.baud),
+        device=r.get("device", _str, d.device),
+        gdb_remote=r.get("gdb_remote", _str, d.gdb_remote),
+    )
+
+
+def load_project_strict(path: str | Path) -> Project:
+    """The project, or ProjectError listing every problem as `file: key: message`."""
+    project, problems = load_project(path)
+    if problems:
+        lines = [f"{path}: {p.key or '(file)'}: {p.message}" for p in problems]
+        raise ProjectError("invalid project settings:\n  " + "\n  ".join(lines))
+    return project
+
+
+def find_project(directory: str | Path = ".") -> Path | None:
+    """./fixpoint.toml when it exists (the CLI's defaults come from it)."""
+    candidate = Path(directory) / FILENAME
+    return candidate if candidate.is_file() else None

@@ -1,0 +1,227 @@
+"""Building firmware: generated model sources + the test harness + CMSIS-NN for a target's core.
+
+The model directory holds what `fixpoint generate` wrote (<prefix>.h, <prefix>.c, <prefix>_data.c, ...);
+every .c file in it is compiled. Fixpoint adds, rendered from templates/target/: the harness (runs the
+test vectors, writes the protocol transcript), the vectors (quantized inputs as const arrays) and, for
+Cortex-M, the startup code and linker script. One compiler call compiles and links everything against
+libcmsis-nn.a built for the same core and rounding.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from quantcore import cmsis_nn
+from quantcore.kernels.requantize import Rounding
+from quantcore.targets.errors import BudgetError, FirmwareBuildError
+from quantcore.targets.render import render, write_text
+from quantcore.targets.target import Kind, Target
+from quantcore.targets.toolchain import Toolchain, require_toolchain
+
+COMPILE_TIMEOUT_S = 300
+STACK_BYTES = 16 * 1024
+"""Stack the linker script keeps free at the top of RAM (CMSIS-NN kernels use little; printf some)."""
+
+_MACRO = re.compile(r"^\s*#\s*define\s+(\w+)\s+\(?\s*([-+0-9.eE]+)[uUlLfF]*\s*\)?", re.MULTILINE)
+
+
+class Channel(enum.Enum):
+    """How the harness writes its transcript."""
+
+    STDIO = "stdio"
+    """printf to the host process's stdout."""
+    SEMIHOSTING = "semihosting"
+    """newlib + librdimon: printf reaches QEMU's stdout; exit() ends QEMU with main's status."""
+    UART = "uart"
+    """The CMSDK UART0, polled; the board route (no debugger needed while it runs)."""
+
+
+def default_channel(target: Target) -> Channel:
+    return Channel.STDIO if target.kind is Kind.HOST else Channel.SEMIHOSTING
+
+
+@dataclass(frozen=True)
+class ModelHeader:
+    """The sizes the generated header declares (macros <PREFIX>_LAYER_COUNT, _INPUT_BYTES, ...)."""
+
+    path: Path
+    layer_count: int
+    input_bytes: int
+    output_bytes: int
+    arena_bytes: int
+    scratch_bytes: int
+
+
+def read_header(src: Path, prefix: str = "model") -> ModelHeader:
+    """The size macros of src/<prefix>.h; FirmwareBuildError naming the file and macro when one is missing."""
+    path = src / f"{prefix}.h"
+    if not path.is_file():
+        raise FirmwareBuildError(f"{path} does not exist: generate the model first (`fixpoint generate`)")
+    macros = dict(_MACRO.findall(path.read_text()))
+    upper = prefix.upper()
+
+    def size(name: str) -> int:
+        value = macros.get(f"{upper}_{name}")
+        if value is None or not re.fullmatch(r"\d+", value):
+            raise FirmwareBuildError(f"{path}: no integer #define {upper}_{name}; regenerate the model")
+        return int(value)
+
+    return ModelHeader(
+        path,
+        *(size(n) for n in ("LAYER_COUNT", "INPUT_BYTES", "OUTPUT_BYTES", "ARENA_BYTES", "SCRATCH_BYTES")),
+    )
+
+
+@dataclass(frozen=True)
+class Firmware:
+    """A built firmware image and what went into it."""
+
+    target: Target
+    channel: Channel
+    path: Path
+    """The ELF (Cortex-M) or executable (host)."""
+    header: ModelHeader
+    cases: int
+    model: str
+    toolchain: Toolchain
+
+    @property
+    def hex_path(self) -> Path:
+        return self.path.with_suffix(".hex")
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """Everything one firmware build depends on."""
+
+    target: Target
+    src: Path
+    """The generated model sources."""
+    build_dir: Path
+    inputs: Sequence[bytes]
+    """The quantized input bytes of each test case (model_input() layout)."""
+    checkout: cmsis_nn.CmsisNn
+    rounding: Rounding = Rounding.DOUBLE
+    channel: Channel | None = None
+    """None: stdout on the host, semihosting on QEMU and boards."""
+    model: str = "model"
+    prefix: str = "model"
+    opt: str = "-O2"
+
+
+def build_firmware(request: BuildRequest) -> Firmware:
+    """Render the harness files, compile and link; FirmwareBuildError with the compiler output if not."""
+    target, channel = request.target, request.channel or default_channel(request.target)
+    header = read_header(request.src, request.prefix)
+    _check_inputs(request, header)
+    chain = require_toolchain(target.core)
+    library = cmsis_nn.build_library(request.checkout, target.core, request.rounding, request.opt)
+    harness_dir = request.build_dir / "harness"
+    sources = [*sorted(request.src.glob("*.c")), *_render_harness(request, channel, header, harness_dir)]
+    out = request.build_dir / ("firmware" if not target.cross else "firmware.elf")
+    command = [chain.cc, *_cflags(request), f"-I{request.src}", f"-I{request.checkout.include_dir}"]
+    command += [*map(str, sources), *_link_flags(target, channel, harness_dir), str(library), "-lm"]
+    _run([*command, "-o", str(out)], f"building the firmware for {target.name}")
+    if chain.cross:
+        _run([chain.objcopy, "-O", "ihex", str(out), str(out.with_suffix(".hex"))], "writing the .hex image")
+    return Firmware(target, channel, out, header, len(request.inputs), request.model, chain)
+
+
+def _check_inputs(request: BuildRequest, header: ModelHeader) -> None:
+    if not request.inputs:
+        raise FirmwareBuildError("no test cases: give at least one input sample")
+    for k, case in enumerate(request.inputs):
+        if len(case) != header.input_bytes:
+            raise FirmwareBuildError(
+                f"test case {k} has {len(case)} bytes but {header.path} declares "
+                f"{request.prefix.upper()}_INPUT_BYTES {header.input_bytes}"
+            )
+
+
+def _cflags(request: BuildRequest) -> list[str]:
+    define = [f"-D{request.rounding.define}"] if request.rounding.define else []
+    warnings = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
+    return [
+        *request.target.core.cflags,
+        "-std=c11",
+        request.opt,
+        *warnings,
+        *define,
+        "-ffunction-sections",
+        "-fdata-sections",
+    ]
+
+
+def _link_flags(target: Target, channel: Channel, harness_dir: Path) -> list[str]:
+    if not target.cross:
+        return []
+    # rdimon: newlib with semihosting syscalls; nosys: newlib with stubs (the UART needs no syscalls).
+    specs = "rdimon.specs" if channel is Channel.SEMIHOSTING else "nosys.specs"
+    return [f"--specs={specs}", "-nostartfiles", "-T", str(harness_dir / "link.ld"), "-Wl,--gc-sections"]
+
+
+def _render_harness(request: BuildRequest, channel: Channel, header: ModelHeader, out: Path) -> list[Path]:
+    target = request.target
+    common = {
+        "model": request.model,
+        "prefix": request.prefix,
+        "target": target.name,
+        "core": target.core.label,
+    }
+    if channel is Channel.UART and target.uart_base is None:
+        raise FirmwareBuildError(f"target {target.name} has no UART base address; set [board] uart_base")
+    files = [
+        write_text(
+            out / "harness.c",
+            render("harness.c", **common, channel=channel.value, uart_base=target.uart_base or 0),
+        ),
+        write_text(
+            out / "vectors.c",
+            render(
+                "vectors.c",
+                **common,
+                input_bytes=header.input_bytes,
+                cases=[_ints(c) for c in request.inputs],
+            ),
+        ),
+    ]
+    if target.cross:
+        files.append(write_text(out / "startup.c", render("startup.c", **common, channel=channel.value)))
+        write_text(
+            out / "link.ld", render("link.ld", **_memory(target), stack_size=STACK_BYTES, target=target.name)
+        )
+    return files
+
+
+def _ints(case: bytes) -> list[int]:
+    return [b - 256 if b > 127 else b for b in case]
+
+
+def _memory(target: Target) -> dict[str, int]:
+    if target.flash is None or target.ram is None:
+        raise FirmwareBuildError(f"target {target.name} has no flash/RAM layout; set them in [board]")
+    return {
+        "flash_origin": target.flash.origin,
+        "flash_size": target.flash.size,
+        "ram_origin": target.ram.origin,
+        "ram_size": target.ram.size,
+    }
+
+
+def _run(command: list[str], doing: str) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise FirmwareBuildError(
+            f"{doing} timed out after {COMPILE_TIMEOUT_S} s: {' '.join(command)}"
+        ) from None
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-30:])
+        if "overflowed by" in tail or "will not fit in region" in tail or "left for the stack" in tail:
+            raise BudgetError(f"{doing}: the firmware does not fit the target's memory:\n{tail}")
+        raise FirmwareBuildError(f"{doing} failed (exit {done.returncode}):\n{tail}")

@@ -1,0 +1,45 @@
+"""Errors of building, flashing and running firmware; each names the target, file or port, and what to do."""
+
+from __future__ import annotations
+
+from quantcore.errors import QuantcoreError
+
+
+class TargetError(QuantcoreError):
+    """Base of everything that goes wrong between generated sources and a parsed firmware transcript."""
+
+
+class UnknownTargetError(TargetError):
+    """A target name that is neither built in nor the project's board."""
+
+
+class ToolchainNotFound(TargetError):
+    """A compiler, emulator or flashing tool the target needs is not installed (or not on PATH)."""
+
+
+class FirmwareBuildError(TargetError):
+    """Compiling or linking the firmware (model sources + harness + CMSIS-NN) failed."""
+
+
+class BudgetError(TargetError):
+    """The firmware does not fit the flash or RAM budget; raised before anything is flashed."""
+
+
+class FirmwareTimeout(TargetError):
+    """The firmware did not finish its transcript within the timeout (a hang, or output lost)."""
+
+
+class FirmwareFault(TargetError):
+    """The firmware crashed: a Cortex-M fault handler ran, or the host process died of a signal."""
+
+
+class FirmwareFailed(TargetError):
+    """The firmware ran to its end but reported a failure (model_init or model_invoke returned non-zero)."""
+
+
+class PortBusyError(TargetError):
+    """A TCP port (QEMU's GDB stub or UART) or a serial device is already in use."""
+
+
+class FlashError(TargetError):
+    """Writing the firmware to the board (or QEMU's GDB stub) failed or did not verify."""
