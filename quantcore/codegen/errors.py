@@ -12,9 +12,9 @@ class CodegenError(QuantcoreError):
 class HandEditedError(CodegenError):
     """A generated file was edited by hand since Fixpoint wrote it; regenerating would lose the edits."""
 
-    def __init__(self, path: str, reason: str) -> None:
-        self.path = path
+    def __init__(self, paths: list[str], reason: str) -> None:
+        self.paths = paths
         super().__init__(
-            f"{path}: {reason}; refusing to overwrite it. Move your changes elsewhere, or regenerate with"
-            " --force (the current file is kept as a .bak backup)"
+            f"{', '.join(paths)}: {reason}; nothing was written. Move your changes into your own sources,"
+            " or regenerate with --force (each replaced file is kept as <name>.bak)"
         )

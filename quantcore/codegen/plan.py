@@ -1,0 +1,374 @@
+"""The plan: a data-only description of the generated C program, built by lower.py, read by the templates.
+
+Nothing here knows C syntax beyond names: constant buffers with their element type and values, the
+activation tensors with their arena offsets, one call per layer with the values of the CMSIS-NN structs
+it fills, and the sizes the header publishes. Every class is a frozen dataclass, so a plan can be compared,
+printed and tested without rendering anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class Dims:
+    """A cmsis_nn_dims: (n, h, w, c); what each field means depends on the kernel, as in CMSIS-NN."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+
+    @classmethod
+    def nhwc(cls, shape: tuple[int, ...]) -> Dims:
+        """A tensor shape of up to four dimensions, padded in front with ones: (2, 10) -> (1, 1, 2, 10)."""
+        n, h, w, c = (1,) * (4 - len(shape)) + tuple(int(d) for d in shape)
+        return cls(n, h, w, c)
+
+    @property
+    def count(self) -> int:
+        return self.n * self.h * self.w * self.c
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A cmsis_nn_tile: (h, w) here; the C struct stores w first, the template names the fields."""
+
+    h: int
+    w: int
+
+
+@dataclass(frozen=True)
+class Clamp:
+    """A cmsis_nn_activation: the fused activation in the output's quantized domain."""
+
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class ConstBuffer:
+    """A constant array in model_data.c: weights, biases, per-channel multipliers and shifts."""
+
+    symbol: str
+    ctype: str
+    """Element type: int8_t, int32_t, int64_t."""
+    values: tuple[int, ...]
+    """`length` values then zeros up to `padded_length`."""
+    length: int
+    padded_length: int
+    alignment: int
+    """Byte alignment of the array (and padded_length * element size is a multiple of it)."""
+    description: str
+
+    def rows(self, per_row: int = 16) -> list[tuple[int, ...]]:
+        return [self.values[i : i + per_row] for i in range(0, len(self.values), per_row)]
+
+
+@dataclass(frozen=True)
+class TensorBuffer:
+    """An activation tensor: a view of the arena at `offset`."""
+
+    name: str
+    """The graph's tensor name."""
+    symbol: str
+    ctype: str
+    """int8_t or int16_t."""
+    shape: tuple[int, ...]
+    bytes: int
+    offset: int
+    alias_of: str | None = None
+    """The tensor whose bytes this one shares (a reshape's output), else None."""
+
+
+# -- calls: one per layer, `kind` names the template macro that renders it ------------------------
+
+
+@dataclass(frozen=True)
+class ConvCall:
+    """arm_convolve_wrapper_s8/_s16 or arm_depthwise_conv_wrapper_s8/_s16."""
+
+    kind: ClassVar[str] = "conv"
+    kernel: str
+    depthwise: bool
+    wide: bool
+    """An s16 kernel: int16 activations, int64 bias."""
+    input_offset: int
+    output_offset: int
+    ch_mult: int
+    stride: Tile
+    padding: Tile
+    dilation: Tile
+    clamp: Clamp
+    input_dims: Dims
+    filter_dims: Dims
+    bias_dims: Dims
+    output_dims: Dims
+    weights: str
+    bias: str
+    multiplier: str
+    shift: str
+
+    @property
+    def buffer_size_function(self) -> str:
+        return f"{self.kernel}_get_buffer_size"
+
+
+@dataclass(frozen=True)
+class FullyConnectedCall:
+    """arm_fully_connected_s8, arm_fully_connected_per_channel_s8 or arm_fully_connected_s16."""
+
+    kind: ClassVar[str] = "fully_connected"
+    kernel: str
+    wide: bool
+    per_channel: bool
+    input_offset: int
+    filter_offset: int
+    output_offset: int
+    clamp: Clamp
+    multiplier: int | str
+    """The per-tensor multiplier, or the symbol of the per-channel array."""
+    shift: int | str
+    input_dims: Dims
+    filter_dims: Dims
+    bias_dims: Dims
+    output_dims: Dims
+    weights: str
+    bias: str
+
+    @property
+    def buffer_size_function(self) -> str:
+        # The per-channel kernel has no size function of its own; it shares arm_fully_connected_s8's.
+        return "arm_fully_connected_s16_get_buffer_size" if self.wide else "arm_fully_connected_s8_get_buffer_size"
+
+
+@dataclass(frozen=True)
+class PoolCall:
+    """arm_avgpool_s8/_s16 or arm_max_pool_s8/_s16."""
+
+    kind: ClassVar[str] = "pool"
+    kernel: str
+    average: bool
+    stride: Tile
+    padding: Tile
+    clamp: Clamp
+    input_dims: Dims
+    filter_dims: Dims
+    output_dims: Dims
+
+    @property
+    def buffer_size_function(self) -> str | None:
+        return f"{self.kernel}_get_buffer_size" if self.average else None
+
+
+@dataclass(frozen=True)
+class AddCall:
+    """arm_elementwise_add_s8/_s16 (TFLite's add scheme, left_shift headroom)."""
+
+    kind: ClassVar[str] = "add"
+    kernel: str
+    input_1_offset: int
+    input_1_mult: int
+    input_1_shift: int
+    input_2_offset: int
+    input_2_mult: int
+    input_2_shift: int
+    left_shift: int
+    out_offset: int
+    out_mult: int
+    out_shift: int
+    clamp: Clamp
+    block_size: int
+
+
+@dataclass(frozen=True)
+class MulCall:
+    """arm_elementwise_mul_s8/_s16."""
+
+    kind: ClassVar[str] = "mul"
+    kernel: str
+    input_1_offset: int
+    input_2_offset: int
+    out_offset: int
+    out_mult: int
+    out_shift: int
+    clamp: Clamp
+    block_size: int
+
+
+@dataclass(frozen=True)
+class SoftmaxCall:
+    """arm_softmax_s8 over the last axis: num_rows rows of row_size values."""
+
+    kind: ClassVar[str] = "softmax"
+    kernel: str
+    num_rows: int
+    row_size: int
+    mult: int
+    shift: int
+    diff_min: int
+
+
+@dataclass(frozen=True)
+class RequantizeCall:
+    """Fixpoint's own conversion between scales/widths (templates/model/requantize.c.j2)."""
+
+    kind: ClassVar[str] = "requantize"
+    kernel: str
+    function: str
+    """The generated C function for this (input type, output type) pair."""
+    count: int
+    input_offset: int
+    output_offset: int
+    multiplier: int
+    shift: int
+    clamp: Clamp
+
+
+@dataclass(frozen=True)
+class TransposeCall:
+    """arm_transpose_s8 on the shapes padded to four dimensions."""
+
+    kind: ClassVar[str] = "transpose"
+    kernel: str
+    input_dims: Dims
+    output_dims: Dims
+    perm: tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class PadCall:
+    """arm_pad_s8: constant padding with the input's zero point."""
+
+    kind: ClassVar[str] = "pad"
+    kernel: str
+    input_dims: Dims
+    pre_pad: Dims
+    post_pad: Dims
+    pad_value: int
+
+
+@dataclass(frozen=True)
+class ConcatPart:
+    """One input of a concatenation: its tensor, its dims in CMSIS-NN's (x innermost .. w outermost)."""
+
+    tensor: TensorBuffer
+    x: int
+    y: int
+    z: int
+    w: int
+    offset: int
+    """Where it starts along the concatenation axis, in elements of that axis."""
+
+
+@dataclass(frozen=True)
+class ConcatCall:
+    """arm_concatenation_s8_<axis>, once per input."""
+
+    kind: ClassVar[str] = "concat"
+    kernel: str
+    axis: str
+    """CMSIS-NN's axis letter: x (innermost, NHWC's C), y (W), z (H), w (N)."""
+    output_axis_size: int
+    parts: tuple[ConcatPart, ...]
+
+
+@dataclass(frozen=True)
+class AliasCall:
+    """A reshape or identity: the output shares the input's bytes, nothing runs."""
+
+    kind: ClassVar[str] = "alias"
+    kernel: None = None
+
+
+Call = (
+    ConvCall
+    | FullyConnectedCall
+    | PoolCall
+    | AddCall
+    | MulCall
+    | SoftmaxCall
+    | RequantizeCall
+    | TransposeCall
+    | PadCall
+    | ConcatCall
+    | AliasCall
+)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One node of the quantized graph, in graph order."""
+
+    index: int
+    name: str
+    symbol: str
+    """A C identifier unique in the program (l<index>_<sanitised name>)."""
+    op: str
+    inputs: tuple[TensorBuffer, ...]
+    output: TensorBuffer
+    call: Call
+
+    @property
+    def kernel(self) -> str | None:
+        return self.call.kernel
+
+
+@dataclass(frozen=True)
+class IoInfo:
+    """The graph input or output as the header publishes it."""
+
+    tensor: TensorBuffer
+    scale: float
+    zero_point: int
+
+
+@dataclass(frozen=True)
+class RequantizeFunction:
+    """One generated fixpoint_requantize variant."""
+
+    name: str
+    input_ctype: str
+    output_ctype: str
+
+
+@dataclass(frozen=True)
+class ArenaFigures:
+    """The planner's result and the figures to judge it by (see arena.ArenaPlan)."""
+
+    arena_bytes: int
+    tensor_bytes: int
+    lower_bound: int
+    peak_live_bytes: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The whole generated program."""
+
+    prefix: str
+    graph_name: str
+    core: str
+    rounding: str
+    alignment: int
+    constants: tuple[ConstBuffer, ...]
+    tensors: tuple[TensorBuffer, ...]
+    layers: tuple[Layer, ...]
+    input: IoInfo
+    output: IoInfo
+    arena: ArenaFigures
+    scratch_bytes: int
+    requantize_functions: tuple[RequantizeFunction, ...]
+
+    @property
+    def macro(self) -> str:
+        return self.prefix.upper()
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(c.padded_length * _ITEMSIZE[c.ctype] for c in self.constants)
+
+
+_ITEMSIZE = {"int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8, "uint32_t": 4}
