@@ -30,7 +30,6 @@ from quantcore.verify.evaluate import evaluate_graphs, float_outputs, int8_outpu
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import EvaluationReport
 
-
 SELECTION_SAMPLES = 256
 """Calibration samples the automatic choices (equalization) are scored on: output SQNR averages over
 every output of every sample, so a few hundred decide as well as thousands, at a fraction of the time."""

@@ -22,3 +22,16 @@ def vectors() -> Path:
     if path is None:
         pytest.skip("CMSIS-NN test vectors not found: set FIXPOINT_VECTORS to a <kernel>/<case>.npz folder")
     return path
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite the golden files (tests/codegen/golden) from the generator instead of comparing",
+    )
+
+
+@pytest.fixture(scope="session")
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))

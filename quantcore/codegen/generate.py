@@ -83,8 +83,14 @@ def render_files(plan: Plan, header: HeaderInfo) -> dict[str, str]:
         "scratch_macro": f"{plan.macro}_SCRATCH_BYTES",
     }
     purposes = {
-        f"{p}.h": ("model/model.h.j2", "the model's API: sizes, quantization of input and output, entry points"),
-        f"{p}.c": ("model/model.c.j2", "one CMSIS-NN call per layer, the activation arena and scratch buffer"),
+        f"{p}.h": (
+            "model/model.h.j2",
+            "the model's API: sizes, quantization of input and output, entry points",
+        ),
+        f"{p}.c": (
+            "model/model.c.j2",
+            "one CMSIS-NN call per layer, the activation arena and scratch buffer",
+        ),
         f"{p}_data.c": ("model/model_data.c.j2", "weights, biases and per-channel requantization parameters"),
     }
     return {

@@ -268,8 +268,10 @@ def _block_size(ctx: _Lowering, node: Node) -> int:
 
 
 def _add(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.AddCall:
-    names = ("input_1_offset", "input_1_mult", "input_1_shift", "input_2_offset", "input_2_mult")
-    names += ("input_2_shift", "left_shift", "out_offset", "out_mult", "out_shift")
+    names = (
+        "input_1_offset", "input_1_mult", "input_1_shift", "input_2_offset", "input_2_mult",
+        "input_2_shift", "left_shift", "out_offset", "out_mult", "out_shift",
+    )  # fmt: skip
     values = {k: int(p.get(k, 0)) for k in names}
     return P.AddCall(str(node.attr("kernel")), **values, clamp=_clamp(p), block_size=_block_size(ctx, node))
 
@@ -286,7 +288,9 @@ def _softmax(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.So
     if axis != len(shape) - 1:
         raise CodegenError(f"layer {node.name!r}: arm_softmax_s8 runs over the last axis, not axis {axis}")
     rows = int(np.prod(shape[:-1], dtype=np.int64))
-    return P.SoftmaxCall("arm_softmax_s8", rows, int(shape[-1]), int(p["mult"]), int(p["shift"]), int(p["diff_min"]))
+    return P.SoftmaxCall(
+        "arm_softmax_s8", rows, int(shape[-1]), int(p["mult"]), int(p["shift"]), int(p["diff_min"])
+    )
 
 
 def _requantize(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.RequantizeCall:

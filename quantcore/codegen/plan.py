@@ -141,7 +141,11 @@ class FullyConnectedCall:
     @property
     def buffer_size_function(self) -> str:
         # The per-channel kernel has no size function of its own; it shares arm_fully_connected_s8's.
-        return "arm_fully_connected_s16_get_buffer_size" if self.wide else "arm_fully_connected_s8_get_buffer_size"
+        return (
+            "arm_fully_connected_s16_get_buffer_size"
+            if self.wide
+            else "arm_fully_connected_s8_get_buffer_size"
+        )
 
 
 @dataclass(frozen=True)

@@ -123,16 +123,13 @@ def sources(ctx: Context, model: Model | None) -> Path:
         return Path(ctx.args.src)
     if model is None:
         raise BadInput("give --src DIR (generated sources) or --model and --params to generate them")
-    try:
-        from quantcore.codegen import generate  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        raise BadInput(
-            "the C code generator (quantcore.codegen) is not available here; pass --src DIR"
-        ) from None
+    from quantcore.codegen import Sources, generate
+
     out = ctx.build_dir / "model"
     generate(
-        model.qgraph, out, prefix="model", core=ctx.target.core, alignment=ctx.project.alignment, force=True
-    )
+        model.qgraph, out, prefix="model", core=ctx.target.core, alignment=ctx.project.alignment,
+        force=True, sources=Sources(Path(model.params_file), Path(model.loaded.path)),
+    )  # fmt: skip
     return out
 
 
@@ -201,14 +198,24 @@ def float_metrics(model: Model | None, test_cases: Any) -> list[Any]:
 
 def guarded(command: str, args: argparse.Namespace, body: Callable[[], int]) -> int:
     """Run `body`; bad input is exit 2, other errors exit 1; with --json errors are JSON too."""
+    from quantcore.codegen.errors import CodegenError
     from quantcore.data import DataError
     from quantcore.project import ProjectError
     from quantcore.quantize.params_json import QuantParamsError
     from quantcore.targets.errors import UnknownTargetError
 
+    bad_input = (
+        BadInput,
+        ProjectError,
+        UnknownTargetError,
+        DataError,
+        ModelError,
+        QuantParamsError,
+        CodegenError,
+    )
     try:
         return body()
-    except (BadInput, ProjectError, UnknownTargetError, DataError, ModelError, QuantParamsError) as exc:
+    except bad_input as exc:
         return _error(command, args, exc, EXIT_BAD_INPUT)
     except QuantcoreError as exc:
         return _error(command, args, exc, EXIT_FAIL)

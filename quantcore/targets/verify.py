@@ -162,7 +162,10 @@ def verify_run(
 
 def format_table(report: VerifyReport) -> str:
     """The per-layer table the CLI prints."""
-    rows = [("#", "layer", "bytes", "mismatched", "first mismatch (case, channel, index)")]
+    metrics = {m.name: m for m in report.float_metrics}
+    rows: list[tuple[str, ...]] = [
+        ("#", "layer", "bytes", "mismatched", "float SQNR dB", "first mismatch (case, channel, index)")
+    ]
     for layer in report.comparison.layers:
         first = layer.first
         where = (
@@ -170,7 +173,13 @@ def format_table(report: VerifyReport) -> str:
             if first
             else ""
         )
-        rows.append((str(layer.index), layer.name, str(layer.bytes), str(layer.mismatched_bytes), where))
+        sqnr = metrics[layer.name].sqnr_db if layer.name in metrics else None
+        rows.append((
+            str(layer.index), layer.name, str(layer.bytes), str(layer.mismatched_bytes),
+            "" if sqnr is None else f"{sqnr:.2f}", where,
+        ))  # fmt: skip
+    if not metrics:
+        rows = [row[:4] + row[5:] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     summary = [

@@ -1,4 +1,4 @@
-"""End to end with the real code generator: generate, build, run, compare (skipped until it exists)."""
+"""End to end with the real code generator: generate, build, run, compare."""
 
 from __future__ import annotations
 
@@ -10,18 +10,10 @@ import pytest
 from quantcore import cli, cmsis_nn
 
 
-@pytest.fixture
-def generator() -> None:
-    codegen = pytest.importorskip("quantcore.codegen")
-    if not hasattr(codegen, "generate"):
-        pytest.skip("quantcore.codegen.generate does not exist yet")
-
-
 @pytest.mark.parametrize(
     ("command", "target"), [("verify", "host"), ("verify", "qemu-m4"), ("flash-verify", "qemu-m55")]
 )
 def test_a_generated_model_verifies_bit_exact(
-    generator: None,
     gdb: cmsis_nn.CmsisNn,
     maxpool_files: tuple[Path, Path],
     tmp_path: Path,
