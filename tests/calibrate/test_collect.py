@@ -40,6 +40,22 @@ def test_entropy_never_clips_a_relu6_below_the_bound_it_saturates_at() -> None:
     assert calibration.ranges[relu6_out] == (0.0, 6.0)
 
 
+def test_mse_s_own_clip_of_a_relu6_stands() -> None:
+    """MSE weighs what clipping costs: where few values reach the top, its clip is kept (entropy's not)."""
+    b = GraphBuilder((1, 2, 6, 6), seed=3)
+    graph = prepare(b.conv(4, 1).clip(0.0, 6.0).conv(3, 1).build())
+    x = np.random.default_rng(0).normal(0, 1, (64, 6, 6, 2)).astype(np.float32)
+    x[0, 0, 0] = 40.0  # one pixel drives a few outputs to the top of the range
+    out = graph.nodes[0].outputs[0]
+    ranges = {}
+    for method in (Method.MSE, Method.ENTROPY):
+        calibration, _ = calibrate(graph, _Float(graph), DataSet(x), CalibrationPlan(RangeMethod(method)))
+        ranges[method] = calibration.ranges[out][1]
+        top = calibration.observed[out][1]
+    assert ranges[Method.ENTROPY] == top
+    assert 0.9 * top < ranges[Method.MSE] < top
+
+
 def test_per_layer_methods_apply_to_that_layer_only() -> None:
     graph, data = _relu6_net()
     first, second = graph.nodes[0], graph.nodes[1]
