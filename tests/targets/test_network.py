@@ -2,9 +2,9 @@
 boards: every layer's bytes equal the reference executor's, and the model output equals the oracle.
 
 Two networks: CMSIS-NN's own ds_cnn_s (its test vector's input and expected output, the strongest
-oracle there is), and a float ONNX model quantized by the product that uses every layer kind the
-generator emits (residual add, mul, depthwise, dilated/strided conv, pad, concat, both pools, FC,
-softmax).
+oracle there is), written as a quant-params JSON and generated from that file as from any other; and
+a float ONNX model quantized by the product that uses every layer kind the generator emits (residual
+add, mul, depthwise, dilated/strided conv, pad, concat, both pools, FC, softmax).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import pytest
 from quantcore import cmsis_nn
 from quantcore.codegen import generate
 from quantcore.conformance.cases import VectorCase
-from quantcore.conformance.network_graph import network_graph
-from quantcore.ir import Graph
+from quantcore.conformance.network_graph import CALIBRATION, network_graph
+from quantcore.ir import DType, Graph, Tensor
+from quantcore.quantize import params_json
+from quantcore.quantize.document import from_document, to_document
 from quantcore.targets import verify
 from quantcore.targets.build import BuildRequest, build_firmware
 from quantcore.targets.compare import compare
@@ -43,6 +45,36 @@ def ds_cnn_s(vectors: Path) -> VectorCase:
     if not path.is_file():
         pytest.skip(f"{path.name} is not in the vector folder")
     return VectorCase.load(path)
+
+
+def _dequantized(tensor: Tensor) -> Tensor:
+    """The float tensor a quantizer would have started from: constants at q * scale, no quantization."""
+    if tensor.data is None or tensor.quant is None:
+        return tensor.evolve(dtype=DType.FLOAT32, quant=None) if tensor.data is None else tensor
+    scale = np.asarray(tensor.quant.scale, np.float64)
+    shape = [1] * tensor.data.ndim
+    if tensor.quant.axis is not None and scale.size > 1:
+        shape[tensor.quant.axis] = -1
+    values = (tensor.data.astype(np.float64) * scale.reshape(shape)).astype(np.float32)
+    return tensor.evolve(dtype=DType.FLOAT32, data=values, quant=None)
+
+
+@pytest.fixture(scope="module")
+def ds_cnn_s_graph(ds_cnn_s: VectorCase, tmp_path_factory: pytest.TempPathFactory) -> Graph:
+    """ds_cnn_s through the product's parameter format: its integer graph written as a quant-params JSON,
+    loaded back (schema-validated) and applied to the float graph, as `fixpoint generate` does."""
+    qgraph = network_graph(ds_cnn_s)
+    path = tmp_path_factory.mktemp("ds_cnn_s") / "ds_cnn_s.params.json"
+    params_json.write(path, to_document(qgraph, CALIBRATION))
+    float_graph = qgraph.evolve(tensors={n: _dequantized(t) for n, t in qgraph.tensors.items()})
+    rebuilt = from_document(float_graph, params_json.load(path))
+    # Every weight and bias the JSON route re-quantizes is the vector's own integer.
+    differing = [
+        name for name, t in qgraph.tensors.items()
+        if t.data is not None and not np.array_equal(t.data, rebuilt.tensors[name].data)
+    ]  # fmt: skip
+    assert differing == []
+    return rebuilt
 
 
 @pytest.fixture(scope="module")
@@ -86,9 +118,9 @@ def _assert_every_layer_equal(qgraph: Graph, cases: verify.Cases, transcript: Tr
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_ds_cnn_s_reproduces_cmsis_nn_s_own_expected_output(
-    cross: cmsis_nn.CmsisNn, ds_cnn_s: VectorCase, tmp_path: Path, target: str
+    cross: cmsis_nn.CmsisNn, ds_cnn_s: VectorCase, ds_cnn_s_graph: Graph, tmp_path: Path, target: str
 ) -> None:
-    qgraph = network_graph(ds_cnn_s)
+    qgraph = ds_cnn_s_graph
     shape = qgraph.tensor(qgraph.inputs[0]).shape[1:]
     vector_input = ds_cnn_s.raw_array(f"{ds_cnn_s.name}_input").astype(np.int8).reshape(1, *shape)
     cases = verify.Cases(vector_input, ds_cnn_s.json_path.name)
