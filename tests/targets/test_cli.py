@@ -151,3 +151,17 @@ def test_build_writes_the_firmware_and_reports_memory(
     assert code == 0 and Path(report["firmware"]).is_file() and report["cases"] == 2
     assert Path(report["firmware"]).parent == tmp_path / "build" / "qemu-m4"
     assert report["flash_bytes"] > report["arena_bytes"] == 48
+
+
+def test_without_a_cmsis_nn_checkout_verify_says_how_to_get_one(
+    model_args: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv(cmsis_nn.ENV_VAR, raising=False)
+    code, out, err = _run(capsys, "verify", "--target", "qemu-m4", *model_args, "--json")
+    assert code == 1 and json.loads(out)["kind"] == "CmsisNnNotFound"
+    assert "fixpoint cmsis-nn install" in err and cmsis_nn.ENV_VAR in err
+    assert not (tmp_path / "build" / "qemu-m4" / "firmware.elf").exists()
