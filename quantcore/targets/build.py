@@ -112,6 +112,8 @@ class BuildRequest:
     model: str = "model"
     prefix: str = "model"
     opt: str = "-O2"
+    defines: tuple[str, ...] = ()
+    """Extra preprocessor defines for every source (NAME or NAME=VALUE), e.g. MODEL_NO_LAYER_HOOK."""
 
 
 def build_firmware(request: BuildRequest) -> Firmware:
@@ -145,6 +147,7 @@ def _check_inputs(request: BuildRequest, header: ModelHeader) -> None:
 
 def _cflags(request: BuildRequest) -> list[str]:
     define = [f"-D{request.rounding.define}"] if request.rounding.define else []
+    define += [f"-D{name}" for name in request.defines]
     warnings = ["-Wall", "-Wextra", "-Wno-unused-parameter"]
     return [
         *request.target.core.cflags,
