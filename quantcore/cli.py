@@ -1,4 +1,8 @@
-"""The `fixpoint` command line; each subcommand lives in quantcore.commands.<name>."""
+"""The `fixpoint` command line; each subcommand lives in quantcore.commands.<name>.
+
+Packages that build on quantcore add subcommands through the entry-point group "fixpoint.commands"
+(the language server adds `check` and `lsp`), so quantcore never imports them.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 
 from quantcore.commands import COMMANDS
 from quantcore.errors import QuantcoreError
@@ -18,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"quantcore.commands.{name}").register(sub)
+    for entry in sorted(entry_points(group="fixpoint.commands"), key=lambda e: e.name):
+        entry.load().register(sub)
     return parser
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -91,6 +91,34 @@ class FlashConfig:
     """host:port of the GDB server the gdb backend flashes through."""
 
 
+DEFAULT_FORBIDDEN_FLAGS = (
+    "-O3",
+    "-Ofast",
+    "-O0",
+    "-fno-builtin",
+    "-ffreestanding",
+    "-fno-omit-frame-pointer",
+)
+"""The flags the kernel-opt-level rule flags on CMSIS-NN and generated model sources by default."""
+DEFAULT_KERNEL_SOURCES = ("**/CMSIS-NN/**", "**/CMSIS_NN/**", "**/cmsis-nn/**", "**/cmsis_nn/**")
+"""Globs (relative to the project root) of CMSIS-NN's own sources; the generated folder is added to them."""
+SEVERITIES = ("error", "warning", "info", "hint", "off")
+
+
+@dataclass(frozen=True)
+class ChecksSettings:
+    """[checks]: what the editor's and `fixpoint check`'s rules look for, and how loudly."""
+
+    severity: Mapping[str, str] = field(default_factory=dict)
+    """[checks.severity]: rule code -> error | warning | info | hint | off (unset: the rule's default)."""
+    forbidden_flags: tuple[str, ...] = DEFAULT_FORBIDDEN_FLAGS
+    """Compiler flags not allowed on kernel sources (CMSIS-NN and the generated model)."""
+    kernel_sources: tuple[str, ...] = DEFAULT_KERNEL_SOURCES
+    """Globs of the sources the flag policy applies to, besides the generated folder."""
+    exclude: tuple[str, ...] = ()
+    """Globs of paths the workspace index skips (build output folders are always skipped)."""
+
+
 @dataclass(frozen=True)
 class Project:
     path: Path | None = None
@@ -112,6 +140,7 @@ class Project:
     board: BoardSettings | None = None
     budget: BudgetSettings = field(default_factory=BudgetSettings)
     flash: FlashConfig = field(default_factory=FlashConfig)
+    checks: ChecksSettings = field(default_factory=ChecksSettings)
 
 
 # ------------------------------------------------------------------------------------------- values
@@ -217,8 +246,9 @@ def load_project(path: str | Path) -> tuple[Project, list[Problem]]:
         board=_section(document, "board", problems, _board) if "board" in document else None,
         budget=_section(document, "budget", problems, _budget),
         flash=_section(document, "flash", problems, _flash),
+        checks=_section(document, "checks", problems, _checks),
     )
-    top.unknown(("cmsis_nn", "board", "budget", "flash"))
+    top.unknown(("cmsis_nn", "board", "budget", "flash", "checks"))
     return project, problems
 
 
@@ -259,6 +289,42 @@ def _flash(r: _Reader) -> FlashConfig:
         baud=r.get("baud", _int, d.baud),
         device=r.get("device", _str, d.device),
         gdb_remote=r.get("gdb_remote", _str, d.gdb_remote),
+    )
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _severities(r: _Reader) -> dict[str, str]:
+    """[checks.severity], entry by entry: a bad entry is a problem of its own, the others still apply."""
+    r.seen.add("severity")
+    table = r.table.get("severity", {})
+    if not isinstance(table, dict):
+        r.problems.append(Problem(r.prefix + "severity", "expected a table ([checks.severity])"))
+        return {}
+    good = {}
+    for rule, level in table.items():
+        if level in SEVERITIES:
+            good[rule] = level
+        else:
+            r.problems.append(
+                Problem(
+                    f"{r.prefix}severity.{rule}", f"expected one of {', '.join(SEVERITIES)}, got {level!r}"
+                )
+            )
+    return good
+
+
+def _checks(r: _Reader) -> ChecksSettings:
+    d = ChecksSettings()
+    return ChecksSettings(
+        severity=_severities(r),
+        forbidden_flags=r.get("forbidden_flags", _strings, d.forbidden_flags),
+        kernel_sources=r.get("kernel_sources", _strings, d.kernel_sources),
+        exclude=r.get("exclude", _strings, d.exclude),
     )
 
 

@@ -97,3 +97,40 @@ def write_generated(out_dir: Path, files: Mapping[str, str], *, force: bool = Fa
             write_text(path, text)
             written.append(Written(path, Outcome.UPDATED))
     return written
+
+
+_SOURCE_LINE = re.compile(r"^ \* (params|model): +(.+) \(sha256 ([0-9a-f]{64}|unknown)\)$", re.MULTILINE)
+HEADER_CHARS = 2048
+"""The header is the file's first comment; its fields are within this many characters of the start."""
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """One input named in a generated file's header: its file name, hash and where the line is."""
+
+    name: str
+    sha256: str
+    line: int
+    """0-based line of the header line naming it."""
+
+
+@dataclass(frozen=True)
+class GeneratedHeader:
+    params: SourceRecord | None
+    model: SourceRecord | None
+    content_sha256: str
+    hash_line: int
+
+
+def read_header(text: str) -> GeneratedHeader | None:
+    """The header of a file Fixpoint generated, or None when `text` does not start like one."""
+    head = text[:HEADER_CHARS]
+    stamp_match = _STAMP.search(head)
+    if not head.startswith("/*") or stamp_match is None:
+        return None
+    records = {}
+    for match in _SOURCE_LINE.finditer(head):
+        line = head.count("\n", 0, match.start())
+        records[match.group(1)] = SourceRecord(match.group(2), match.group(3), line)
+    hash_line = head.count("\n", 0, stamp_match.start())
+    return GeneratedHeader(records.get("params"), records.get("model"), stamp_match.group(2), hash_line)

@@ -1,0 +1,179 @@
+"""The language server: editor events in, diagnostics, code actions, hovers and commands out.
+
+Handlers stay small: update the index, ask the checker for a run, convert findings (diagnostics.py).
+Long work (regenerate, quantize, flash and verify) lives in features/commands.py and runs off the event
+loop. The watchdog observer (watcher.py) feeds file-system changes of files not open in the editor.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from fixpoint_server import __version__, diagnostics, settings
+from fixpoint_server.checker import DISK_DELAY, Checker
+from fixpoint_server.findings import Finding
+from fixpoint_server.index import WorkspaceIndex
+from fixpoint_server.rules.context import FileKind
+
+log = logging.getLogger(__name__)
+
+
+class FixpointServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("fixpoint", __version__)
+        self.index = WorkspaceIndex(Path.cwd())
+        self.project_findings: list[Finding] = []
+        self.checker = Checker(self.index, self.publish, lambda: list(self.project_findings))
+        self.watcher: Any = None
+        self.last_report: dict[str, Any] | None = None
+        """The last flash-and-verify (or evaluation) report, for hovers and the editor's report view."""
+
+    # -- workspace ----------------------------------------------------------------------------------
+
+    def open_workspace(self, root: Path) -> None:
+        self.index.root = root.resolve()
+        self.reload_project()
+
+    def reload_project(self) -> None:
+        root = self.index.root
+        project, self.project_findings = settings.load(root)
+        self.index.project = project
+        self.index.scan()
+        self.index.project = settings.discover(
+            root, project, self.index.context().files_of(*_PARAMS), self.index.context().c_files()
+        )
+        for finding in self.project_findings:
+            self.window_show_message(
+                lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=finding.message)
+            )
+
+    def path_of(self, uri: str) -> Path | None:
+        path = to_fs_path(uri)
+        return Path(path).resolve() if path else None
+
+    # -- publishing ---------------------------------------------------------------------------------
+
+    def publish(self, grouped: dict[Path, list[Finding]]) -> None:
+        for path, findings in grouped.items():
+            diags = [
+                diagnostics.diagnostic(f, diagnostics.Positions(path, self.index.read)) for f in findings
+            ]
+            version = self.index.open_docs.get(path, (None, ""))[0]
+            self.text_document_publish_diagnostics(
+                lsp.PublishDiagnosticsParams(uri=path.as_uri(), diagnostics=diags, version=version)
+            )
+
+    def findings_at(self, path: Path, rng: lsp.Range) -> list[tuple[Finding, lsp.Diagnostic]]:
+        positions = diagnostics.Positions(path, self.index.read)
+        found = []
+        for finding in self.checker.findings:
+            if finding.path == path:
+                diag = diagnostics.diagnostic(finding, positions)
+                if diagnostics.overlaps(diag.range, rng):
+                    found.append((finding, diag))
+        return found
+
+
+_PARAMS = (FileKind.PARAMS_JSON,)
+server = FixpointServer()
+
+
+@server.feature(lsp.INITIALIZE)
+def initialize(ls: FixpointServer, params: lsp.InitializeParams) -> None:
+    folders = params.workspace_folders or []
+    uri = folders[0].uri if folders else params.root_uri
+    root = ls.path_of(uri) if uri else None
+    ls.open_workspace(root or Path.cwd())
+
+
+@server.feature(lsp.INITIALIZED)
+def initialized(ls: FixpointServer, params: lsp.InitializedParams) -> None:
+    from fixpoint_server.watcher import start_watching
+
+    ls.watcher = start_watching(ls)
+    ls.checker.request()
+
+
+@server.feature(lsp.SHUTDOWN)
+def shutdown(ls: FixpointServer, params: None) -> None:
+    if ls.watcher is not None:
+        ls.watcher.stop()
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: FixpointServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    doc = params.text_document
+    path = ls.path_of(doc.uri)
+    if path is not None:
+        ls.index.opened(path, doc.version, doc.text)
+        ls.checker.request()
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: FixpointServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    path = ls.path_of(params.text_document.uri)
+    if path is None:
+        return
+    document = ls.workspace.get_text_document(params.text_document.uri)
+    ls.index.opened(path, params.text_document.version, document.source)
+    ls.checker.request()
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: FixpointServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    path = ls.path_of(params.text_document.uri)
+    if path is not None and path.name == settings.FILENAME:
+        ls.reload_project()
+    ls.checker.request()
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: FixpointServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    path = ls.path_of(params.text_document.uri)
+    if path is not None:
+        ls.index.closed(path)
+        ls.checker.request(DISK_DELAY)
+
+
+@server.feature(
+    lsp.TEXT_DOCUMENT_CODE_ACTION, lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix])
+)
+def code_action(ls: FixpointServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    path = ls.path_of(params.text_document.uri)
+    if path is None:
+        return []
+    return [
+        diagnostics.code_action(fix, finding, diag, ls.index.read)
+        for finding, diag in ls.findings_at(path, params.range)
+        for fix in finding.fixes
+    ]
+
+
+@server.feature(lsp.TEXT_DOCUMENT_HOVER)
+def hover(ls: FixpointServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    from fixpoint_server.features.hover import hover_markdown
+
+    path = ls.path_of(params.text_document.uri)
+    if path is None:
+        return None
+    text = hover_markdown(
+        ls.index.context(), path, params.position.line, params.position.character, ls.last_report
+    )
+    if text is None:
+        return None
+    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text))
+
+
+def register_commands() -> None:
+    from fixpoint_server.features import commands
+
+    commands.register(server)
+
+
+register_commands()

@@ -1,0 +1,96 @@
+"""When to re-check and what to publish: debounced, coalesced runs of the rules off the event loop.
+
+Editor events (didOpen/didChange/didSave) ask for a check after EDIT_DELAY; file-system events after
+DISK_DELAY, so a `git checkout` touching a thousand files is one run. Only one run is in flight; a
+request that arrives during a run makes exactly one more run afterwards. The rules run in a worker
+thread; publishing happens on the event loop. After each run, every document that had diagnostics and
+has none now is published empty, so fixed problems disappear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from fixpoint_server.findings import Finding
+from fixpoint_server.index import WorkspaceIndex
+from fixpoint_server.rules import run_rules
+
+EDIT_DELAY = 0.02
+DISK_DELAY = 0.25
+log = logging.getLogger(__name__)
+
+Publisher = Callable[[dict[Path, list[Finding]]], None]
+"""Receives, per file, its findings (an empty list clears the file's diagnostics)."""
+
+
+class Checker:
+    def __init__(self, index: WorkspaceIndex, publish: Publisher, extra: Callable[[], list[Finding]]) -> None:
+        self.index = index
+        self.publish = publish
+        self.extra = extra
+        """Findings that do not come from the rules (fixpoint.toml problems)."""
+        self.findings: list[Finding] = []
+        self.runs = 0
+        self._published: set[Path] = set()
+        self._due: float | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def request(self, delay: float = EDIT_DELAY) -> None:
+        """Ask for a check no later than `delay` seconds from now (earlier requests win)."""
+        due = time.monotonic() + delay
+        self._due = due if self._due is None else min(self._due, due)
+        if self._task is None or self._task.done():
+            self._wakeup = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(self._loop())
+        assert self._wakeup is not None
+        self._wakeup.set()
+
+    async def run_now(self) -> list[Finding]:
+        """Check immediately (a command's "check workspace"); returns the findings."""
+        await self._run()
+        return self.findings
+
+    async def _loop(self) -> None:
+        while self._due is not None:
+            wait = self._due - time.monotonic()
+            if wait > 0:
+                assert self._wakeup is not None
+                self._wakeup.clear()
+                with contextlib.suppress(TimeoutError):  # due: run; woken: a new due time
+                    await asyncio.wait_for(self._wakeup.wait(), wait)
+                continue
+            self._due = None
+            await self._run()
+
+    async def _run(self) -> None:
+        context = self.index.context()
+        started = time.perf_counter()
+        try:
+            findings = await asyncio.get_running_loop().run_in_executor(None, run_rules, context)
+        except Exception:  # never let one failed run stop the server's checking
+            log.exception("check failed")
+            return
+        self.findings = findings + self.extra()
+        self.runs += 1
+        log.info(
+            "check %d: %d findings in %.0f ms",
+            self.runs,
+            len(self.findings),
+            1e3 * (time.perf_counter() - started),
+        )
+        self._publish()
+
+    def _publish(self) -> None:
+        grouped: dict[Path, list[Finding]] = {}
+        for finding in self.findings:
+            grouped.setdefault(finding.path, []).append(finding)
+        for path in self._published - grouped.keys():
+            grouped[path] = []
+        self._published = {p for p, f in grouped.items() if f}
+        self.publish(grouped)

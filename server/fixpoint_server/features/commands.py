@@ -1,0 +1,243 @@
+"""workspace/executeCommand: regenerate, quantize, flash and verify, check the workspace, the last report.
+
+Long commands run as child processes of the `fixpoint` CLI (argument lists, never a shell string, cwd =
+the project root) so they never block the event loop and can be cancelled: the client's cancel of the
+work-done progress kills the process. Their JSON result is returned to the client and the per-layer
+table is written to the log. Every path a command is given must lie inside the workspace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types as lsp
+
+if TYPE_CHECKING:
+    from fixpoint_server.app import FixpointServer
+
+REGENERATE = "fixpoint.regenerateModel"
+QUANTIZE = "fixpoint.quantize"
+FLASH_VERIFY = "fixpoint.flashVerify"
+CHECK = "fixpoint.checkWorkspace"
+LAST_REPORT = "fixpoint.lastReport"
+COMMANDS = (REGENERATE, QUANTIZE, FLASH_VERIFY, CHECK, LAST_REPORT)
+
+
+class CommandError(Exception):
+    """A command that cannot run as asked; the message goes back to the client."""
+
+
+def register(ls: FixpointServer) -> None:
+    for name, handler in _HANDLERS.items():
+        ls.command(name)(_guarded(name, handler))
+
+
+def _guarded(name: str, handler: Any) -> Any:
+    # pygls maps the command's arguments onto the handler's parameters (after `ls`) by reading its
+    # annotations at run time: *args takes them all, whatever the client sends.
+    async def run(ls: Any, *args: Any) -> Any:
+        try:
+            return dict(await handler(ls, _options(list(args))))
+        except CommandError as exc:
+            ls.window_show_message(
+                lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"{name}: {exc}")
+            )
+            return {"ok": False, "error": str(exc)}
+
+    return run
+
+
+def _options(args: list[Any] | None) -> dict[str, Any]:
+    """Commands take one object of options; positional [root, force] (as code actions send) also works."""
+    if not args:
+        return {}
+    if isinstance(args[0], dict):
+        return dict(args[0])
+    return {"root": args[0], "force": bool(args[1]) if len(args) > 1 else False}
+
+
+def inside(ls: FixpointServer, value: str | None, what: str) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value)
+    path = (path if path.is_absolute() else ls.index.root / path).resolve()
+    if not path.is_relative_to(ls.index.root):
+        raise CommandError(f"{what} {value} is outside the workspace {ls.index.root}")
+    return path
+
+
+# -- the commands ------------------------------------------------------------------------------------
+
+
+async def regenerate(ls: FixpointServer, options: dict[str, Any]) -> dict[str, Any]:
+    project = ls.index.project
+    params = inside(ls, options.get("params"), "params") or project.params
+    if params is None:
+        raise CommandError('no quant-params JSON: set params in fixpoint.toml or pass {"params": PATH}')
+    argv = [
+        "generate",
+        "--params",
+        str(params),
+        "-o",
+        str(inside(ls, options.get("output"), "output") or project.generated),
+    ]
+    model = inside(ls, options.get("model"), "model") or project.model
+    if model is not None:
+        argv += ["--model", str(model)]
+    if project.path is not None:
+        argv += ["--project", str(project.path)]
+    if options.get("force"):
+        argv.append("--force")
+    result = await run_cli(ls, "Regenerating the model sources", [*argv, "--json"])
+    for entry in result.get("files", []):
+        ls.index.changed_on_disk(Path(entry["path"]).resolve())
+    ls.checker.request()
+    return result
+
+
+async def quantize(ls: FixpointServer, options: dict[str, Any]) -> dict[str, Any]:
+    project = ls.index.project
+    model = inside(ls, options.get("model"), "model") or project.model
+    data = inside(ls, options.get("data"), "data")
+    output = inside(ls, options.get("output"), "output") or project.params
+    if model is None or data is None or output is None:
+        raise CommandError('needs {"model", "data", "output"} (model and output default to fixpoint.toml\'s)')
+    argv = ["quantize", str(model), "--calib", str(data), "-o", str(output)]
+    if options.get("method"):
+        argv += ["--method", str(options["method"])]
+    await run_cli(ls, "Quantizing", argv, expect_json=False)
+    report = await run_cli(
+        ls, "Evaluating", ["evaluate", str(model), str(output), "--data", str(data), "--json"]
+    )
+    ls.last_report = {"kind": "evaluation", **report}
+    ls.index.changed_on_disk(output)
+    ls.checker.request()
+    return {"ok": True, "params": str(output), "report": report}
+
+
+async def flash_verify(ls: FixpointServer, options: dict[str, Any]) -> dict[str, Any]:
+    argv = ["flash-verify", "--json"]
+    for key in ("target", "serial", "probe"):
+        if options.get(key):
+            argv += [f"--{key}", str(options[key])]
+    if options.get("data"):
+        argv += ["--data", str(inside(ls, options["data"], "data"))]
+    if ls.index.project.path is not None:
+        argv += ["--project", str(ls.index.project.path)]
+    report = await run_cli(ls, f"Flash and verify ({options.get('target') or ls.index.project.target})", argv)
+    ls.last_report = {"kind": "verification", **report}
+    log_table(ls, report)
+    return report
+
+
+async def check_workspace(ls: FixpointServer, options: dict[str, Any]) -> dict[str, Any]:
+    ls.reload_project()
+    findings = await ls.checker.run_now()
+    counts = Counter(f.code.code for f in findings)
+    return {
+        "ok": True,
+        "findings": len(findings),
+        "files": len({f.path for f in findings}),
+        "by_code": dict(counts),
+    }
+
+
+async def last_report(ls: FixpointServer, options: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": ls.last_report is not None, "report": ls.last_report}
+
+
+_HANDLERS = {
+    REGENERATE: regenerate,
+    QUANTIZE: quantize,
+    FLASH_VERIFY: flash_verify,
+    CHECK: check_workspace,
+    LAST_REPORT: last_report,
+}
+
+
+# -- running the CLI -----------------------------------------------------------------------------------
+
+
+async def run_cli(
+    ls: FixpointServer, title: str, argv: list[str], expect_json: bool = True
+) -> dict[str, Any]:
+    """Run `fixpoint ARGV` in the project root with progress and cancellation; its JSON result."""
+    command = [sys.executable, "-m", "quantcore.cli", *argv]
+    ls.window_log_message(
+        lsp.LogMessageParams(type=lsp.MessageType.Info, message="running: " + " ".join(command))
+    )
+    progress = await _Progress.start(ls, title)
+    process = await asyncio.create_subprocess_exec(
+        *command, cwd=ls.index.root, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    progress.on_cancel(process.kill)
+    out, err = await process.communicate()
+    progress.end("cancelled" if progress.cancelled else f"exit {process.returncode}")
+    if progress.cancelled:
+        raise CommandError(f"{title}: cancelled")
+    stderr = err.decode(errors="replace").strip()
+    if stderr:
+        ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Log, message=stderr))
+    if not expect_json:
+        if process.returncode != 0:
+            raise CommandError(stderr.splitlines()[-1] if stderr else f"exit status {process.returncode}")
+        return {"ok": True}
+    try:
+        result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise CommandError(
+            stderr.splitlines()[-1] if stderr else f"no result (exit {process.returncode})"
+        ) from None
+    result.setdefault("ok", process.returncode == 0)
+    if process.returncode == 2:
+        raise CommandError(result.get("error") or stderr)
+    return result
+
+
+def log_table(ls: FixpointServer, report: dict[str, Any]) -> None:
+    rows = [f"{'layer':24} {'bytes':>7} {'mismatched':>10}"]
+    for layer in report.get("layers", []):
+        rows.append(f"{layer['name']:24} {layer.get('bytes', ''):>7} {layer['mismatched_bytes']:>10}")
+    rows.append(f"verdict: {report.get('verdict')}, {report.get('mismatched_bytes_total')} mismatched bytes")
+    ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Info, message="\n".join(rows)))
+
+
+class _Progress:
+    """Work-done progress when the client supports it; cancellation through its token."""
+
+    def __init__(self, ls: FixpointServer, token: str | None) -> None:
+        self.ls, self.token, self.cancelled = ls, token, False
+
+    @classmethod
+    async def start(cls, ls: FixpointServer, title: str) -> _Progress:
+        caps = ls.client_capabilities.window
+        if caps is None or not caps.work_done_progress:
+            return cls(ls, None)
+        token = str(uuid.uuid4())
+        await ls.work_done_progress.create_async(token)
+        ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(title=title, cancellable=True))
+        return cls(ls, token)
+
+    def on_cancel(self, kill: Any) -> None:
+        if self.token is None:
+            return
+        future = self.ls.work_done_progress.tokens.get(self.token)
+
+        def cancelled(f: asyncio.Future[Any]) -> None:
+            if f.cancelled():
+                self.cancelled = True
+                kill()
+
+        if future is not None:
+            future.add_done_callback(cancelled)
+
+    def end(self, message: str) -> None:
+        if self.token is not None:
+            self.ls.work_done_progress.end(self.token, lsp.WorkDoneProgressEnd(message=message))
+            self.ls.work_done_progress.tokens.pop(self.token, None)

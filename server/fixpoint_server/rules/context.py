@@ -1,0 +1,207 @@
+"""What a rule sees: one consistent snapshot of the workspace, with parsed facts cached by content.
+
+The server builds a CheckContext over its index (open documents shadow the disk); `fixpoint check`
+builds one over a folder. Rules only read through it, so they never touch the disk or the editor
+themselves, and both callers get the same findings. Parsed facts (C files, build files, quant-params
+JSON, the quantized model) are cached by the text they came from, across snapshots, in a FactsCache.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from quantcore.project import Project
+
+if TYPE_CHECKING:
+    from fixpoint_server.parse.build_files import BuildFacts
+    from fixpoint_server.parse.c_source import CFile
+    from fixpoint_server.parse.params import ParamsFile, QuantizedModel
+
+
+class FileKind(enum.Enum):
+    C_SOURCE = "c"
+    C_HEADER = "h"
+    MAKEFILE = "makefile"
+    CMAKE = "cmake"
+    COMPILE_COMMANDS = "compile_commands"
+    PLATFORMIO = "platformio"
+    PARAMS_JSON = "params"
+    MODEL = "model"
+    PROJECT = "project"
+
+    @property
+    def is_c(self) -> bool:
+        return self in (FileKind.C_SOURCE, FileKind.C_HEADER)
+
+    @property
+    def is_build(self) -> bool:
+        return self in (FileKind.MAKEFILE, FileKind.CMAKE, FileKind.COMPILE_COMMANDS, FileKind.PLATFORMIO)
+
+
+_BY_NAME = {
+    "makefile": FileKind.MAKEFILE,
+    "gnumakefile": FileKind.MAKEFILE,
+    "cmakelists.txt": FileKind.CMAKE,
+    "compile_commands.json": FileKind.COMPILE_COMMANDS,
+    "platformio.ini": FileKind.PLATFORMIO,
+    "fixpoint.toml": FileKind.PROJECT,
+}
+_BY_SUFFIX = {
+    ".c": FileKind.C_SOURCE,
+    ".cc": FileKind.C_SOURCE,
+    ".cpp": FileKind.C_SOURCE,
+    ".h": FileKind.C_HEADER,
+    ".hpp": FileKind.C_HEADER,
+    ".mk": FileKind.MAKEFILE,
+    ".cmake": FileKind.CMAKE,
+    ".onnx": FileKind.MODEL,
+}
+
+
+def classify(path: Path) -> FileKind | None:
+    """The kind of file `path` is by its name, or None for files no rule reads."""
+    name = path.name.lower()
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    if name.endswith(".params.json") or name.endswith("_params.json") or name == "quant_params.json":
+        return FileKind.PARAMS_JSON
+    return _BY_SUFFIX.get(path.suffix.lower())
+
+
+def digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+@dataclass
+class FactsCache:
+    """Parsed facts by (parser, path, content digest); old entries of a path are dropped on update."""
+
+    entries: dict[tuple[str, Path], tuple[str, Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, kind: str, path: Path, key: str, compute: Callable[[], Any]) -> Any:
+        with self.lock:
+            hit = self.entries.get((kind, path))
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = compute()
+        with self.lock:
+            self.entries[(kind, path)] = (key, value)
+        return value
+
+    def forget(self, path: Path) -> None:
+        with self.lock:
+            for entry in [k for k in self.entries if k[1] == path]:
+                del self.entries[entry]
+
+
+@dataclass
+class CheckContext:
+    root: Path
+    """The project root (where fixpoint.toml is, or the workspace folder)."""
+    project: Project
+    files: Mapping[Path, FileKind]
+    """Every indexed file (absolute paths) and its kind."""
+    read: Callable[[Path], str | None]
+    """The text of a file: the editor's buffer when open, else the disk; None if unreadable or binary."""
+    cache: FactsCache = field(default_factory=FactsCache)
+
+    def text(self, path: Path) -> str | None:
+        return self.read(path)
+
+    def files_of(self, *kinds: FileKind) -> list[Path]:
+        return sorted(p for p, k in self.files.items() if k in kinds)
+
+    def c_files(self) -> list[Path]:
+        return self.files_of(FileKind.C_SOURCE, FileKind.C_HEADER)
+
+    def build_files(self) -> list[Path]:
+        return sorted(p for p, k in self.files.items() if k.is_build)
+
+    def relative(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.root))
+        except ValueError:
+            return str(path)
+
+    def _parsed(self, kind: str, path: Path, parse: Callable[[str], Any]) -> Any:
+        text = self.text(path)
+        if text is None:
+            return None
+        return self.cache.get(kind, path, digest(text), lambda: parse(text))
+
+    def c_file(self, path: Path) -> CFile | None:
+        from fixpoint_server.parse.c_source import scan_c
+
+        result: CFile | None = self._parsed("c", path, scan_c)
+        return result
+
+    def build_file(self, path: Path) -> BuildFacts | None:
+        from fixpoint_server.parse.build_files import parse_build_file
+
+        kind = self.files.get(path)
+        if kind is None or not kind.is_build:
+            return None
+        result: BuildFacts | None = self._parsed("build", path, lambda text: parse_build_file(path, text))
+        return result
+
+    def params_files(self) -> list[ParamsFile]:
+        """Every quant-params JSON of the workspace, parsed with positions (broken ones too)."""
+        from fixpoint_server.parse.params import read_params
+
+        found = []
+        for path in self.files_of(FileKind.PARAMS_JSON):
+            parsed = self._parsed("params", path, lambda text, p=path: read_params(p, text))
+            if parsed is not None:
+                found.append(parsed)
+        return found
+
+    def file_sha256(self, path: Path) -> str | None:
+        """SHA-256 of the file's bytes on disk (what `fixpoint generate` hashed), cached by mtime and size."""
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        key = f"{stat.st_mtime_ns}:{stat.st_size}"
+
+        def compute() -> str | None:
+            try:
+                return hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                return None
+
+        result: str | None = self.cache.get("sha256", path, key, compute)
+        return result
+
+    def quantized(self, params: ParamsFile) -> QuantizedModel | None:
+        """The int8 graph the JSON and its model define (None when the model is missing or broken)."""
+        from fixpoint_server.parse.params import quantize_from
+
+        model = params.model_path(self)
+        if params.document is None or model is None:
+            return None
+        key = f"{params.digest}:{model.stat().st_mtime_ns}:{model.stat().st_size}"
+        result: QuantizedModel | None = self.cache.get(
+            "quantized", params.path, key, lambda: quantize_from(params, model)
+        )
+        return result
+
+
+def severity_overrides(project: Project) -> Mapping[str, str]:
+    return project.checks.severity
+
+
+def kernel_globs(ctx: CheckContext) -> Iterable[str]:
+    """Globs of the sources the optimisation policy applies to: CMSIS-NN's and the generated folder."""
+    yield from ctx.project.checks.kernel_sources
+    try:
+        generated = ctx.project.generated.resolve().relative_to(ctx.root.resolve())
+    except ValueError:
+        return
+    yield f"{generated.as_posix()}/**"

@@ -1,0 +1,103 @@
+"""stale-generated: generated sources that no longer match their inputs, or that were edited by hand.
+
+Every file `fixpoint generate` writes names the quant-params JSON and the model it came from with their
+SHA-256, and carries the hash of its own content (quantcore.codegen.files). So, without timestamps:
+- the named JSON or model exists in the workspace (the project's, or a file of that name next to the
+  generated folder or anywhere in the tree) and its bytes hash differently: the code is stale;
+- the file's content no longer matches its own hash: someone edited it, and regenerating would lose
+  the edit (the Regenerate command refuses unless forced, and then keeps a .bak);
+- the named JSON is nowhere to be found: reported as information (the code cannot be checked).
+Each stale or edited file offers "Regenerate model".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from fixpoint_server.findings import Code, Finding, Fix, Severity, Span
+from fixpoint_server.rules.context import CheckContext, FileKind
+from quantcore.codegen.files import GeneratedHeader, SourceRecord, is_intact, read_header
+
+CODES = (Code.STALE_GENERATED,)
+REGENERATE = "fixpoint.regenerateModel"
+
+
+def check(ctx: CheckContext) -> list[Finding]:
+    findings: list[Finding] = []
+    for path in ctx.c_files():
+        text = ctx.text(path)
+        header = read_header(text) if text else None
+        if text is None or header is None:
+            continue
+        findings.extend(_sources(ctx, path, header))
+        if not is_intact(text):
+            findings.append(_edited(ctx, path, header))
+    return findings
+
+
+def regenerate_fix(ctx: CheckContext, force: bool = False) -> Fix:
+    title = "Regenerate model (overwrite the edits, keep a .bak)" if force else "Regenerate model"
+    return Fix(title, command=REGENERATE, arguments=(str(ctx.root), force), preferred=not force)
+
+
+def _sources(ctx: CheckContext, path: Path, header: GeneratedHeader) -> Iterator[Finding]:
+    for role, record in (("parameters", header.params), ("model", header.model)):
+        if record is None or record.sha256 == "unknown":
+            continue
+        source = _find(ctx, path, record, FileKind.PARAMS_JSON if role == "parameters" else FileKind.MODEL)
+        span = Span.at(record.line, 0, 3 + len(record.name) + 80)
+        if source is None:
+            if role == "parameters":
+                yield Finding(
+                    Code.STALE_GENERATED,
+                    f"generated from {record.name}, which is not in the workspace: cannot tell whether"
+                    " this code is up to date",
+                    path, span, Severity.INFO,
+                )  # fmt: skip
+            continue
+        actual = ctx.file_sha256(source)
+        if actual is not None and actual != record.sha256:
+            yield Finding(
+                Code.STALE_GENERATED,
+                f"stale: generated from {ctx.relative(source)} with sha256 {record.sha256[:12]}..., but the"
+                f" {role} file now has {actual[:12]}...; regenerate the model sources",
+                path, span, fixes=(regenerate_fix(ctx),),
+                data={"source": str(source), "recorded": record.sha256, "actual": actual},
+            )  # fmt: skip
+
+
+def _edited(ctx: CheckContext, path: Path, header: GeneratedHeader) -> Finding:
+    return Finding(
+        Code.STALE_GENERATED,
+        f"{path.name} was edited by hand since Fixpoint generated it (its content-sha256 no longer matches):"
+        " regenerating will refuse until the edit moves to your own sources, or is forced (keeps a .bak)",
+        path,
+        Span.at(header.hash_line, 0, 200),
+        fixes=(regenerate_fix(ctx, force=True),),
+    )
+
+
+def _find(ctx: CheckContext, generated: Path, record: SourceRecord, kind: FileKind) -> Path | None:
+    """The workspace file the header names: the project's own first, then the nearest of that name."""
+    configured = ctx.project.params if kind is FileKind.PARAMS_JSON else ctx.project.model
+    if configured is not None and configured.name == record.name and configured.is_file():
+        return configured.resolve()
+    same_name = [p for p in ctx.files_of(kind) if p.name == record.name]
+    if not same_name:
+        return None
+    return min(same_name, key=lambda p: (_distance(p, generated), str(p)))
+
+
+def _distance(a: Path, b: Path) -> int:
+    common = len(Path(*_common(a.parent.parts, b.parent.parts)).parts)
+    return len(a.parent.parts) + len(b.parent.parts) - 2 * common
+
+
+def _common(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    out = []
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        out.append(x)
+    return tuple(out) or ("/",)
