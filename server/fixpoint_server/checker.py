@@ -1,7 +1,8 @@
 """When to re-check and what to publish: debounced, coalesced runs of the rules off the event loop.
 
-Editor events (didOpen/didChange/didSave) ask for a check after EDIT_DELAY; file-system events after
-DISK_DELAY, so a `git checkout` touching a thousand files is one run. Only one run is in flight; a
+Editor events (didOpen/didChange/didSave) ask for a check after EDIT_DELAY. File-system events ask
+for one DISK_DELAY after the last of a burst (each event pushes the run back, but never more than
+MAX_WAIT after the first), so a `git checkout` touching a thousand files is one run. Only one run is in flight; a
 request that arrives during a run makes exactly one more run afterwards. The rules run in a worker
 thread; publishing happens on the event loop. After each run, every document that had diagnostics and
 has none now is published empty, so fixed problems disappear.
@@ -22,6 +23,7 @@ from fixpoint_server.rules import run_rules
 
 EDIT_DELAY = 0.02
 DISK_DELAY = 0.25
+MAX_WAIT = 2.0
 log = logging.getLogger(__name__)
 
 Publisher = Callable[[dict[Path, list[Finding]]], None]
@@ -38,13 +40,20 @@ class Checker:
         self.runs = 0
         self._published: set[Path] = set()
         self._due: float | None = None
+        self._first: float | None = None
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
     def request(self, delay: float = EDIT_DELAY) -> None:
-        """Ask for a check no later than `delay` seconds from now (earlier requests win)."""
-        due = time.monotonic() + delay
-        self._due = due if self._due is None else min(self._due, due)
+        """Ask for a check `delay` seconds from now: an editor's request (EDIT_DELAY) keeps the earliest
+        due time; a file-system request (DISK_DELAY) moves it to `delay` after the latest event."""
+        now = time.monotonic()
+        self._first = self._first if self._due is not None and self._first is not None else now
+        if delay >= DISK_DELAY:
+            due = min(now + delay, self._first + MAX_WAIT)
+            self._due = due if self._due is None else max(self._due, due)
+        else:
+            self._due = now + delay if self._due is None else min(self._due, now + delay)
         if self._task is None or self._task.done():
             self._wakeup = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -65,7 +74,7 @@ class Checker:
                 with contextlib.suppress(TimeoutError):  # due: run; woken: a new due time
                     await asyncio.wait_for(self._wakeup.wait(), wait)
                 continue
-            self._due = None
+            self._due = self._first = None
             await self._run()
 
     async def _run(self) -> None:

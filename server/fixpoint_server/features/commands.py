@@ -145,6 +145,8 @@ async def check_workspace(ls: FixpointServer, options: dict[str, Any]) -> dict[s
         "findings": len(findings),
         "files": len({f.path for f in findings}),
         "by_code": dict(counts),
+        "indexed": len(ls.index.files),
+        "runs": ls.checker.runs,
     }
 
 

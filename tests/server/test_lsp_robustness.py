@@ -1,0 +1,113 @@
+"""Bad input and load against the real server over stdio: binary and non-UTF-8 files, broken JSON, files
+deleted under it, a burst of 1,000 file events, requests for documents never opened, commands asked to
+work outside the workspace. The server must keep answering, and its diagnostics must stay correct."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient
+
+from tests.server.test_lsp import check_workspace, client, codes, open_doc, tree, wait_for
+
+__all__ = ["client", "tree"]  # the fixtures, shared with test_lsp.py
+
+
+async def test_binary_and_legacy_encoded_sources_do_not_break_the_check(
+    client: LanguageClient, tree: Path
+) -> None:
+    (tree / "src" / "blob.c").write_bytes(bytes(range(256)) * 64)  # NUL bytes: skipped as binary
+    (tree / "src" / "legacy.c").write_bytes("/* caf\xe9 */ int x;\n".encode("latin-1"))
+    (tree / "src" / "empty.h").write_bytes(b"")
+    result = await check_workspace(client)
+    assert result["ok"] is True and result["findings"] == 0
+
+
+async def test_broken_json_is_one_finding_at_its_line_and_the_rest_still_checks(
+    client: LanguageClient, tree: Path
+) -> None:
+    params = tree / "model" / "residual.params.json"
+    text = params.read_text()
+    broken = text.replace('"scheme": {', '"scheme": {,', 1)
+    uri = open_doc(client, params, "json", broken)
+    diags = await wait_for(client, uri, lambda d: d != [], "the syntax finding")
+    line = next(n for n, row in enumerate(broken.split("\n")) if '"scheme": {,' in row)
+    assert [(d.code, d.range.start.line) for d in diags] == [("suspicious-scale", line)]
+    assert "invalid JSON" in diags[0].message
+    # Staleness compares the bytes on disk, which an unsaved buffer does not change.
+    assert not client.diagnostics.get((tree / "src" / "model" / "model.c").as_uri())
+
+
+async def test_files_deleted_while_indexed_are_dropped_without_errors(
+    client: LanguageClient, tree: Path
+) -> None:
+    extra = tree / "src" / "extra"
+    extra.mkdir()
+    for i in range(200):
+        (extra / f"f{i}.c").write_text(f"int f{i}(void) {{ return {i}; }}\n")
+    first = await check_workspace(client)
+    assert first["indexed"] >= 200
+    for path in extra.iterdir():
+        path.unlink()
+    extra.rmdir()
+    (tree / "src" / "model" / "model.h").unlink()  # a generated file that findings could point at
+    second = await check_workspace(client)
+    assert second["ok"] is True and second["indexed"] == first["indexed"] - 201
+
+
+async def test_a_burst_of_a_thousand_file_events_is_checked_a_few_times_not_a_thousand(
+    client: LanguageClient, tree: Path
+) -> None:
+    await asyncio.sleep(0.5)  # let the start-up check run first
+    before = (await check_workspace(client))["runs"]
+    burst = tree / "src" / "burst"
+    burst.mkdir()
+    for i in range(1000):  # spread over about a second, as a checkout or a build writes them
+        (burst / f"b{i}.c").write_text(f"int b{i};\n")
+        if i % 50 == 49:
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(3.0)  # longer than the watcher's coalescing window (MAX_WAIT 2 s + DISK_DELAY)
+    after = await check_workspace(client)
+    # One run for the burst (two if writing it outlasts MAX_WAIT on a loaded machine) and one for the
+    # check command; a check per DISK_DELAY of the burst would be 5 or more.
+    assert after["runs"] - before <= 3, after
+    assert after["indexed"] >= 1000
+
+
+async def test_requests_for_documents_never_opened_get_empty_answers(
+    client: LanguageClient, tree: Path
+) -> None:
+    ghost = (tree / "src" / "ghost.c").as_uri()
+    actions = await client.text_document_code_action_async(lsp.CodeActionParams(
+        text_document=lsp.TextDocumentIdentifier(uri=ghost),
+        range=lsp.Range(start=lsp.Position(line=0, character=0), end=lsp.Position(line=0, character=1)),
+        context=lsp.CodeActionContext(diagnostics=[]),
+    ))  # fmt: skip
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=ghost), position=lsp.Position(line=3, character=0)
+        )
+    )
+    assert not actions and hover is None
+    assert (await check_workspace(client))["ok"] is True
+
+
+async def test_commands_refuse_paths_outside_the_workspace(client: LanguageClient, tree: Path) -> None:
+    outside = tree.parent / "elsewhere.params.json"
+    outside.write_text(json.dumps({"not": "params"}))
+    result = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="fixpoint.regenerateModel", arguments=[{"params": str(outside)}])
+    )
+    assert result["ok"] is False and "outside the workspace" in result["error"]
+    result = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(
+            command="fixpoint.quantize", arguments=[{"model": "../x.onnx", "data": "d.npz"}]
+        )
+    )
+    assert result["ok"] is False and "outside the workspace" in result["error"]
+    assert "stale-generated" not in codes(
+        client.diagnostics.get((tree / "src" / "model" / "model.c").as_uri(), [])
+    )
