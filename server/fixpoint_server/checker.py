@@ -2,8 +2,8 @@
 
 Editor events (didOpen/didChange/didSave) ask for a check after EDIT_DELAY. File-system events ask
 for one DISK_DELAY after the last of a burst (each event pushes the run back, but never more than
-MAX_WAIT after the first), so a `git checkout` touching a thousand files is one run. Only one run is in flight; a
-request that arrives during a run makes exactly one more run afterwards. The rules run in a worker
+MAX_WAIT after the first), so a `git checkout` touching a thousand files is one run. A request that
+arrives during a run makes exactly one more run afterwards. The rules run in a worker
 thread; publishing happens on the event loop. After each run, every document that had diagnostics and
 has none now is published empty, so fixed problems disappear.
 """
