@@ -20,6 +20,7 @@ from fixpoint_server.checker import DISK_DELAY, Checker
 from fixpoint_server.findings import Finding
 from fixpoint_server.index import WorkspaceIndex
 from fixpoint_server.rules.context import FileKind
+from quantcore.project import FILENAME
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ def did_change(ls: FixpointServer, params: lsp.DidChangeTextDocumentParams) -> N
 @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: FixpointServer, params: lsp.DidSaveTextDocumentParams) -> None:
     path = ls.path_of(params.text_document.uri)
-    if path is not None and path.name == settings.FILENAME:
+    if path is not None and path.name == FILENAME:
         ls.reload_project()
     ls.checker.request()
 

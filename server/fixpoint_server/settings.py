@@ -35,17 +35,16 @@ def discover(root: Path, project: Project, params: Iterable[Path], c_files: Iter
     """Fill what fixpoint.toml did not say from the tree: params, model, generated folder."""
     if project.path is not None:
         return project
-    changes: dict[str, Path] = {}
     candidates = sorted(params)
-    if len(candidates) == 1:
-        changes["params"] = candidates[0]
-        model = _recorded_model(candidates[0])
-        if model is not None:
-            changes["model"] = model
+    only = candidates[0] if len(candidates) == 1 else None
+    model = _recorded_model(only) if only is not None else None
     generated = _generated_folder(c_files)
-    if generated is not None:
-        changes["generated"] = generated
-    return dataclasses.replace(project, **changes) if changes else project
+    return dataclasses.replace(
+        project,
+        params=only or project.params,
+        model=model or project.model,
+        generated=generated or project.generated,
+    )
 
 
 def _recorded_model(params: Path) -> Path | None:

@@ -231,7 +231,7 @@ class _Progress:
             return
         future = self.ls.work_done_progress.tokens.get(self.token)
 
-        def cancelled(f: asyncio.Future[Any]) -> None:
+        def cancelled(f: Any) -> None:  # a concurrent.futures.Future, cancelled by the client
             if f.cancelled():
                 self.cancelled = True
                 kill()

@@ -55,7 +55,8 @@ def _params_for(ctx: CheckContext, text: str) -> ParamsFile | None:
             return named[0]
     configured = ctx.project.params
     own = [p for p in files if configured is not None and p.path == configured.resolve()]
-    return (own or files or [None])[0]
+    candidates = own or files
+    return candidates[0] if candidates else None
 
 
 def _layer_of(layers: list[dict[str, Any]], word: str) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ JSON, the quantized model) are cached by the text they came from, across snapsho
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -155,9 +156,9 @@ class CheckContext:
         """Every quant-params JSON of the workspace, parsed with positions (broken ones too)."""
         from fixpoint_server.parse.params import read_params
 
-        found = []
+        found: list[ParamsFile] = []
         for path in self.files_of(FileKind.PARAMS_JSON):
-            parsed = self._parsed("params", path, lambda text, p=path: read_params(p, text))
+            parsed = self._parsed("params", path, functools.partial(read_params, path))
             if parsed is not None:
                 found.append(parsed)
         return found

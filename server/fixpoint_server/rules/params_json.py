@@ -56,7 +56,7 @@ def _problems(params: ParamsFile) -> Iterator[Finding]:
     for problem in params.problems:
         code = Code.WRONG_ZERO_POINT if "zero_point" in problem.path else Code.SUSPICIOUS_SCALE
         where = json_path(problem.path) if problem.path else params.path.name
-        message, fixes = f"{where}: {problem.message}", ()
+        message, fixes = f"{where}: {problem.message}", tuple[Fix, ...]()
         uint8 = _uint8_habit(params, problem.path)
         if uint8 is not None:
             _, fixed = uint8
