@@ -213,3 +213,41 @@ async def test_hover_on_a_layer_shows_its_quantization(client: LanguageClient, t
     assert "**conv1** - conv2d, `arm_convolve_wrapper_s8`" in value
     assert "input_offset -11, output_offset -128" in value
     assert "| 0 | 1658483553 | -8 | 0.00301676 |" in value  # 1658483553 / 2^31 * 2^-8
+
+
+def _board_tools_missing() -> str | None:
+    import shutil
+
+    from quantcore import cmsis_nn
+    from quantcore.errors import CmsisNnNotFound
+
+    try:
+        cmsis_nn.locate()
+    except CmsisNnNotFound as exc:
+        return f"no CMSIS-NN checkout: {exc}"
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm", "gdb-multiarch"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    return None
+
+
+async def test_flash_and_verify_on_qemu_reports_every_layer_with_progress(
+    client: LanguageClient, tree: Path
+) -> None:
+    missing = _board_tools_missing()
+    if missing:
+        pytest.skip(missing)
+    result = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="fixpoint.flashVerify", arguments=[{"target": "qemu-m4"}])
+    )
+    assert result["verdict"] == "pass" and result["mismatched_bytes_total"] == 0, result
+    assert [layer["name"] for layer in result["layers"]][:3] == ["conv1", "pool1", "dwconv"]
+    assert len(result["layers"]) == 16 and result["arena_bytes"] == 1440
+    reports = list(client.progress_reports.values())
+    assert reports and isinstance(reports[-1][0], lsp.WorkDoneProgressBegin)
+    assert reports[-1][0].title == "Flash and verify (qemu-m4)" and reports[-1][0].cancellable is True
+    assert isinstance(reports[-1][-1], lsp.WorkDoneProgressEnd) and reports[-1][-1].message == "exit 0"
+    last = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="fixpoint.lastReport", arguments=[])
+    )
+    assert last["report"]["kind"] == "verification" and last["report"]["verdict"] == "pass"
