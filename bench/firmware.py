@@ -2,7 +2,7 @@
 
     python bench/firmware.py [--models ds_cnn_s residual lenet5 ...] [--targets qemu-m4 qemu-m7 qemu-m55]
                              [--vectors DIR] [--fmnist DIR] [--plugin-source FILE] [--cases 4]
-                             [--opt O2] [--work-dir DIR] [--json PATH]
+                             [--opt O2] [--work-dir DIR] [--json PATH] [--no-float] [--float-cflags FLAGS]
 
 Models: CMSIS-NN's ds_cnn_s (from its test vector), tests.onnx_models.residual_cnn quantized by the
 product, and the Fashion-MNIST networks of bench/fashion_mnist (skipped with a note when not trained).
@@ -16,6 +16,14 @@ For each model and target the generated sources are built twice, both with the p
            harness with one test input, newlib with semihosting.
 Instruction counts are exact and repeat run to run (QEMU models no caches or pipeline: they count
 instructions, not cycles). Wall time is not measured.
+
+--float (the default; --no-float skips it) adds the float32 baseline for the int8/float ratio: the same
+network with plain-C float32 kernels (bench/float_model: NHWC loops, one function per layer, weights from
+the prepared float graph; ds_cnn_s, which has no float model, from its dequantized weights), built with
+the same toolchain, core flags (-mfloat-abi=hard, the core's FPU), startup code and linker script, and
+counted the same way around its one invoke. Two images per target again: every case's float output is
+checked against quantcore.runtime.float_exec (max |error| / output range <= 1e-4), and the count image
+(--count-cases inputs) must print the same bytes as the check image for those cases.
 """
 
 from __future__ import annotations
@@ -111,6 +119,47 @@ class TargetRow:
 
 
 @dataclass
+class FloatRow:
+    """The float32 baseline of a model on one target (bench/float_model)."""
+
+    target: str
+    weight_bytes: int | None = None
+    arena_bytes: int | None = None
+    text: int | None = None
+    data: int | None = None
+    bss: int | None = None
+    instructions: float | None = None
+    roi_instructions: int | None = None
+    roi_intervals: int | None = None
+    total_instructions: int | None = None
+    int8_instructions: float | None = None
+    """The int8 count build's instructions on the same target (TargetRow.instructions)."""
+    max_abs_error: float | None = None
+    """max |firmware - float_exec| over every output of every case of the check image."""
+    output_range: float | None = None
+    relative_error: float | None = None
+    """max_abs_error / output_range; PASS needs <= the tolerance."""
+    check: str = "-"
+    """PASS: every case within tolerance and the count image's outputs equal the check image's."""
+    note: str = ""
+
+    @property
+    def flash(self) -> int | None:
+        return None if self.text is None or self.data is None else self.text + self.data
+
+    @property
+    def ram(self) -> int | None:
+        return None if self.data is None or self.bss is None else self.data + self.bss
+
+    @property
+    def ratio(self) -> float | None:
+        """float32 instructions / int8 instructions."""
+        if self.instructions is None or not self.int8_instructions:
+            return None
+        return self.instructions / self.int8_instructions
+
+
+@dataclass
 class ModelResult:
     name: str
     description: str
@@ -119,6 +168,9 @@ class ModelResult:
     cases_source: str = ""
     targets: list[TargetRow] = field(default_factory=list)
     note: str = ""
+    float_layers: int = 0
+    float32: list[FloatRow] = field(default_factory=list)
+    float_note: str = ""
 
     def row(self, target: str) -> TargetRow | None:
         return next((r for r in self.targets if r.target == target), None)
@@ -134,12 +186,17 @@ class Model:
     cases: verify.Cases
     expected_output: bytes | None = None
     """An independent oracle for case 0 (ds_cnn_s: the vector's expected output), when there is one."""
+    float_graph: Graph | None = None
+    """The float network for the float32 baseline: the prepared float graph (ds_cnn_s: dequantized)."""
+    float_inputs: np.ndarray | None = None
+    """The cases as float32 values in the float graph's layout, one per quantized case."""
 
 
 # ---------------------------------------------------------------- models
 
 
 def ds_cnn_s(args: argparse.Namespace) -> Model | str:
+    from bench.float_model.dequantize import dequantized_graph
     from quantcore.conformance.cases import VectorCase
     from quantcore.conformance.network_graph import network_graph
 
@@ -155,17 +212,22 @@ def ds_cnn_s(args: argparse.Namespace) -> Model | str:
         np.concatenate([vector, extra]), f"the vector's input + {len(extra)} random (seed 0)"
     )
     expected = case.raw_array(f"{case.name}_output_ref").astype(np.int8).tobytes()
-    return Model("ds_cnn_s", "CMSIS-NN's ds_cnn_s test network", qgraph, cases, expected)
+    float_inputs = verify.float_inputs(qgraph, cases).astype(np.float32)  # exactly what the int8 input means
+    return Model(
+        "ds_cnn_s", "CMSIS-NN's ds_cnn_s test network", qgraph, cases, expected,
+        float_graph=dequantized_graph(qgraph), float_inputs=float_inputs,
+    )  # fmt: skip
 
 
-def _quantized(onnx_path: Path, calib: Any) -> Graph:
-    """pipeline.quantize (min/max) and the graph of its document, as `fixpoint quantize` + generate do."""
+def _quantized(onnx_path: Path, calib: Any) -> tuple[Graph, Graph]:
+    """pipeline.quantize (min/max) and the graph of its document, as `fixpoint quantize` + generate do;
+    (the prepared float graph, the quantized graph)."""
     from quantcore import pipeline
     from quantcore.quantize.document import from_document
 
     loaded = pipeline.load_model(onnx_path)
     result = pipeline.quantize(loaded, calib)
-    return from_document(loaded.graph, result.document)
+    return loaded.graph, from_document(loaded.graph, result.document)
 
 
 def residual(args: argparse.Namespace, work: Path) -> Model | str:
@@ -178,9 +240,12 @@ def residual(args: argparse.Namespace, work: Path) -> Model | str:
     path = work / "residual.onnx"
     onnx.save(residual_cnn(), path)
     x = np.random.default_rng(3).normal(size=(40 + args.cases, 1, 12, 12)).astype(np.float32)
-    qgraph = _quantized(path, DataSet(x[:40]))
+    fgraph, qgraph = _quantized(path, DataSet(x[:40]))
     cases = verify.data_cases(qgraph, to_ir_layout(qgraph, qgraph.inputs[0], x[40:]), "seeded normal inputs")
-    return Model("residual", "tests.onnx_models.residual_cnn, min/max on 40 seeded samples", qgraph, cases)
+    return Model(
+        "residual", "tests.onnx_models.residual_cnn, min/max on 40 seeded samples", qgraph, cases,
+        float_graph=fgraph, float_inputs=to_ir_layout(fgraph, fgraph.inputs[0], x[40:]).astype(np.float32),
+    )  # fmt: skip
 
 
 def fashion_mnist(name: str, args: argparse.Namespace) -> Model | str:
@@ -193,13 +258,16 @@ def fashion_mnist(name: str, args: argparse.Namespace) -> Model | str:
     if missing:
         return f"{', '.join(missing)} not in {folder} (bench/fashion_mnist/train.py makes them)"
     shape = pipeline.first_input_shape(pipeline.load_model(onnx_path))
-    qgraph = _quantized(onnx_path, data.load(calib_path, shape))
+    fgraph, qgraph = _quantized(onnx_path, data.load(calib_path, shape))
     source = test_path if test_path.is_file() else calib_path
     x = data.load(source, shape).head(args.cases).x
     cases = verify.data_cases(
         qgraph, to_ir_layout(qgraph, qgraph.inputs[0], x), f"first images of {source.name}"
     )
-    return Model(name, f"Fashion-MNIST {name}, min/max on calib_1000", qgraph, cases)
+    return Model(
+        name, f"Fashion-MNIST {name}, min/max on calib_1000", qgraph, cases,
+        float_graph=fgraph, float_inputs=to_ir_layout(fgraph, fgraph.inputs[0], x).astype(np.float32),
+    )  # fmt: skip
 
 
 def load(name: str, args: argparse.Namespace, work: Path) -> Model | str:
@@ -349,6 +417,100 @@ def bench_target(model: Model, target: str, args: argparse.Namespace, ctx: dict[
     return row
 
 
+# ---------------------------------------------------------------- the float32 baseline
+
+
+def float_target(
+    model: Model, fmodel: Any, want: np.ndarray, row: FloatRow, args: argparse.Namespace, ctx: dict[str, Any]
+) -> None:
+    """Fill `row`: the check image (every case against float_exec), the count image (sizes, instructions,
+    its outputs equal to the check image's)."""
+    from bench.float_model.build import build_float_firmware, check_outputs, decode_outputs
+    from quantcore.targets import memory
+    from quantcore.targets.target import BUILTIN
+
+    assert model.float_inputs is not None
+    spec, work = BUILTIN[row.target], ctx["work"] / model.name / "float32" / row.target
+    common = {"opt": f"-{args.opt}", "name": model.name, "extra_cflags": shlex.split(args.float_cflags)}
+    inputs = model.float_inputs
+
+    firmware = build_float_firmware(fmodel, spec, inputs, work / "verify", **common)
+    checked = run_counted(firmware, None)
+    outputs = [checked.outputs.get(k) for k in range(len(inputs))]
+    if not checked.status_ok or any(o is None for o in outputs):
+        row.check, row.note = "FAIL", "the check image did not report every output"
+        return
+    result = check_outputs(decode_outputs(outputs, fmodel), want)
+    row.max_abs_error, row.output_range, row.relative_error = (
+        result.max_abs,
+        result.output_range,
+        result.relative,
+    )
+
+    firmware = build_float_firmware(fmodel, spec, inputs[: args.count_cases], work / "count", **common)
+    report = memory.measure(firmware)
+    row.text, row.data, row.bss = report.text, report.data, report.bss
+    if report.problems():
+        row.note = "over the target's memory: " + "; ".join(report.problems())
+    counted = run_counted(firmware, ctx["plugin"])
+    same = counted.status_ok and all(counted.outputs.get(k) == outputs[k] for k in range(args.count_cases))
+    row.check = "PASS" if result.passed and same else "FAIL"
+    if not same:
+        row.note = "the count image's outputs differ from the check image's"
+    row.total_instructions, row.roi_instructions, row.roi_intervals = (
+        counted.total,
+        counted.roi,
+        counted.intervals,
+    )
+    if counted.roi is not None and counted.intervals:
+        row.instructions = counted.roi / counted.intervals
+        if counted.intervals != args.count_cases:
+            row.note = f"{counted.intervals} ROI intervals for {args.count_cases} invokes"
+
+
+def bench_float(model: Model, result: ModelResult, args: argparse.Namespace, ctx: dict[str, Any]) -> None:
+    """The float32 build of `model` on every target, into result.float32 (or why not into float_note)."""
+    from bench.float_model.build import reference_outputs
+    from bench.float_model.generate import Unsupported, generate_float
+    from quantcore.targets.errors import BudgetError
+
+    if model.float_graph is None or model.float_inputs is None:
+        result.float_note = "skipped: no float network for this model"
+        print(f"    float32: {result.float_note}", flush=True)
+        return
+    try:
+        fmodel = generate_float(model.float_graph, ctx["work"] / model.name / "float32" / "model")
+    except Unsupported as exc:
+        result.float_note = f"skipped: {exc}"
+        print(f"    float32: {result.float_note}", flush=True)
+        return
+    result.float_layers = fmodel.layers
+    want = reference_outputs(model.float_graph, model.float_inputs)
+    for target in args.targets:
+        start = time.perf_counter()
+        int8 = result.row(target)
+        row = FloatRow(
+            target,
+            weight_bytes=fmodel.weight_bytes,
+            arena_bytes=fmodel.arena_bytes,
+            int8_instructions=int8.instructions if int8 else None,
+        )
+        try:
+            float_target(model, fmodel, want, row, args, ctx)
+        except BudgetError as exc:  # too big for this target's memory: a figure, not a failure
+            row.check, row.note = "skip", f"{type(exc).__name__}: {exc}"[:400]
+        except QuantcoreError as exc:
+            row.check, row.note = "FAIL", f"{type(exc).__name__}: {exc}"[:400]
+        result.float32.append(row)
+        ratio = "-" if row.ratio is None else f"{row.ratio:.2f}x int8"
+        error = "-" if row.relative_error is None else f"{row.relative_error:.1e}"
+        print(
+            f"    {target} float32: check {row.check} (max error/range {error}), "
+            f"{_fmt_m(row.instructions)} instructions ({ratio}), {time.perf_counter() - start:.1f} s",
+            flush=True,
+        )
+
+
 def bench_model(name: str, args: argparse.Namespace, ctx: dict[str, Any]) -> ModelResult:
     start = time.perf_counter()
     loaded = load(name, args, ctx["work"])
@@ -375,6 +537,8 @@ def bench_model(name: str, args: argparse.Namespace, ctx: dict[str, Any]) -> Mod
             f"{_fmt_m(row.instructions)} instructions, {time.perf_counter() - start:.1f} s",
             flush=True,
         )
+    if args.float:
+        bench_float(loaded, result, args, ctx)
     arenas = {
         (a.arena_bytes, a.tensor_bytes, a.lower_bound, a.peak_live_bytes)
         for a in ctx.pop("arenas", {}).values()
@@ -541,6 +705,67 @@ def report(results: list[ModelResult], args: argparse.Namespace, count_note: str
     return "\n".join(out)
 
 
+def float_report(results: list[ModelResult], args: argparse.Namespace) -> str:
+    from bench.float_model.build import TOLERANCE
+
+    out = ["", "## float32 baseline (plain-C float kernels, bench/float_model; instructions per inference)"]
+    rows = [
+        (
+            r.name,
+            f.target,
+            _fmt_m(f.int8_instructions),
+            _fmt_m(f.instructions),
+            "-" if f.ratio is None else f"{f.ratio:.2f}x",
+            _int(f.flash),
+            _int(f.ram),
+            _int(f.weight_bytes),
+            _int(f.arena_bytes),
+            "-" if f.relative_error is None else f"{f.relative_error:.1e}",
+            f.check,
+        )
+        for r in results
+        for f in r.float32
+    ]
+    out.append(
+        table(
+            (
+                "model",
+                "target",
+                "int8 instr",
+                "float32 instr",
+                "float/int8",
+                "f32 flash",
+                "f32 RAM",
+                "f32 weights",
+                "f32 arena",
+                "max err/range",
+                "check",
+            ),
+            rows,
+            left=2,
+        )
+    )
+    extra = f" {args.float_cflags}" if args.float_cflags else ""
+    out += [
+        "float32: plain C over NHWC, one function per layer: conv/FC one float accumulator per output over",
+        "contiguous dot products, depthwise/pools accumulate a pixel's channels in place tap by tap; the",
+        "valid taps computed per output pixel; no im2col, intrinsics or unrolling. Weights fp32 in flash,",
+        "activations in one static arena (quantcore.codegen.arena.plan_arena). Built like the product: the",
+        "core's flags (-mfloat-abi=hard; M4 -mfpu=fpv4-sp-d16, M7 -mfpu=fpv5-d16, M55 FPU + MVE, where GCC",
+        f"vectorizes a few elementwise loops), -std=c11 -{args.opt}{extra} (ISO C: no a*b+c contraction",
+        "into VFMA unless -ffp-contract=fast), same startup, linker script, newlib (its expf).",
+        "Instructions: the same ROI markers around the one invoke, mean of the count image's invoke(s).",
+        "int8 instr: the int8 count image's (table above); float/int8 = float32 instr / int8 instr.",
+        "f32 flash/RAM: the float count image (harness, its input(s), newlib), as for int8 above.",
+        f"max err/range: max |QEMU - float_exec (float64)| over the {args.cases} cases' outputs, over the",
+        f"reference outputs' range; check PASS: <= {TOLERANCE:g}, and the count image prints the same bytes.",
+        "ds_cnn_s: float network = its dequantized weights (q * scale) with every int8 clamp kept.",
+    ]
+    out += [f"  note: {r.name} float32: {r.float_note}" for r in results if r.float_note]
+    out += [f"  note: {r.name} {f.target} float32: {f.note}" for r in results for f in r.float32 if f.note]
+    return "\n".join(out)
+
+
 def _json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -562,6 +787,8 @@ def write_json(path: Path, results: list[ModelResult], settings: dict[str, Any])
             ref = REFERENCE_INSTRUCTIONS.get(t.target) if r.name == "ds_cnn_s" else None
             if ref:
                 d["reference_instructions"] = ref
+        for f, d in zip(r.float32, entry["float32"], strict=True):
+            d["flash"], d["ram"], d["float_over_int8"] = f.flash, f.ram, f.ratio
         m4, m55 = r.row("qemu-m4"), r.row("qemu-m55")
         if m4 and m55 and m4.instructions and m55.instructions:
             entry["m4_over_m55"] = m4.instructions / m55.instructions
@@ -610,6 +837,18 @@ def parse_args() -> argparse.Namespace:
         "--work-dir", type=Path, help="keep the sources and builds here (default: a temp dir)"
     )
     parser.add_argument("--json", type=Path, help="write all figures to this file")
+    parser.add_argument(
+        "--float",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also build and count the float32 baseline (bench/float_model; default on)",
+    )
+    parser.add_argument(
+        "--float-cflags",
+        default="",
+        metavar="FLAGS",
+        help="extra compiler flags for the float32 build only, e.g. '-ffp-contract=fast' (default none)",
+    )
     args = parser.parse_args()
     if args.cases < 1 or not 1 <= args.count_cases <= args.cases:
         parser.error("--cases must be at least 1 and --count-cases between 1 and --cases")
@@ -647,6 +886,8 @@ def main() -> int:
         results = [bench_model(name, args, ctx) for name in args.models]
     seconds = time.perf_counter() - start
     print(report(results, args, count_note))
+    if args.float:
+        print(float_report(results, args))
     failed = [
         f"{r.name}/{t.target}"
         for r in results
@@ -657,6 +898,13 @@ def main() -> int:
         f"\n{len(results)} models x {len(args.targets)} targets in {seconds:.0f} s; "
         + (f"FAILED: {', '.join(failed)}" if failed else "every run bit-exact (PASS)")
     )
+    float_failed = [f"{r.name}/{f.target}" for r in results for f in r.float32 if f.check == "FAIL"]
+    if args.float:
+        runs = sum(len(r.float32) for r in results)
+        print(
+            f"float32: {runs} model/target builds; "
+            + (f"FAILED: {', '.join(float_failed)}" if float_failed else "every checked one within tolerance")
+        )
     if args.json:
         settings = {
             "command": getattr(sys, "orig_argv", sys.argv),
@@ -668,9 +916,17 @@ def main() -> int:
             "python": platform.python_version(),
             "seconds": seconds,
         }
+        if args.float:
+            from bench.float_model.build import TOLERANCE
+
+            settings["float32"] = {
+                "tolerance": TOLERANCE,
+                "error": "max |firmware - float_exec| / (max - min of the reference outputs)",
+                "extra_cflags": args.float_cflags,
+            }
         write_json(args.json, results, settings)
         print(f"wrote {args.json}")
-    return 1 if failed else 0
+    return 1 if failed or float_failed else 0
 
 
 if __name__ == "__main__":
