@@ -123,6 +123,32 @@ def describe_checkout(path: Path, source: str) -> CmsisNn:
     return CmsisNn(path, source, pdsc_version(path), commit, describe)
 
 
+def effective_version(nn: CmsisNn) -> str | None:
+    """The checkout's release: the pdsc's, or (git checkouts say 0.0.0 there) the tag `git describe` names."""
+    if nn.version and nn.version != "0.0.0":
+        return nn.version
+    match = re.match(r"v?(\d+\.\d+\.\d+)", nn.describe or "")
+    return match.group(1) if match else None
+
+
+def version_warning(nn: CmsisNn) -> str | None:
+    """Why the checkout may not be the API the generated code and the reference target, or None."""
+    version = effective_version(nn)
+    target = TARGET_VERSION.lstrip("v")
+    if version is None:
+        return (
+            f"cannot tell which CMSIS-NN release {nn.path} is (no release in its pdsc, no tag); Fixpoint"
+            f" generates for the {target} API"
+        )
+    if _version_key(version)[:2] != _version_key(target)[:2]:
+        return (
+            f"CMSIS-NN at {nn.path} is {version}, but Fixpoint generates for the {target} API: kernel"
+            f" signatures, buffer sizes or rounding may differ; use a {target.rsplit('.', 1)[0]}.x checkout"
+            f" (fixpoint cmsis-nn install SOURCE --ref v{target})"
+        )
+    return None
+
+
 def pdsc_version(path: Path) -> str | None:
     """The newest <release version="..."> of the checkout's ARM.CMSIS-NN.pdsc, or None if unreadable."""
     try:

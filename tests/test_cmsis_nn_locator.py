@@ -267,3 +267,22 @@ def test_install_command(cache: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["cmsis-nn", "install", str(repo), "--ref", "HEAD"]) == 1
     assert "--force" in capsys.readouterr().err
     assert main(["cmsis-nn", "install", str(repo), "--ref", "HEAD", "--force"]) == 0
+
+
+def test_a_checkout_of_another_major_release_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = PDSC.replace('<release version="7.0.0" date="2025-01-01">newest</release>', "")
+    assert old != PDSC  # newest release now 6.0.0
+    monkeypatch.setenv(cmsis_nn.ENV_VAR, str(fake_checkout(tmp_path / "nn", old)))
+    assert main(["cmsis-nn", "status"]) == 0
+    out = capsys.readouterr().out
+    assert "warning:   CMSIS-NN at" in out and "is 6.0.0, but Fixpoint generates for the 7.0.0 API" in out
+    assert "--ref v7.0.0" in out
+
+
+def test_the_version_of_a_git_checkout_comes_from_its_tag() -> None:
+    nn = cmsis_nn.CmsisNn(Path("/x"), "env", "0.0.0", "abc", "v7.0.0-43-g99f736a6")
+    assert cmsis_nn.effective_version(nn) == "7.0.0" and cmsis_nn.version_warning(nn) is None
+    untagged = cmsis_nn.CmsisNn(Path("/x"), "env", "0.0.0", "abc", None)
+    assert "cannot tell which CMSIS-NN release" in (cmsis_nn.version_warning(untagged) or "")

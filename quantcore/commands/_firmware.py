@@ -82,7 +82,11 @@ def resolve(args: argparse.Namespace) -> Context:
 def checkout(ctx: Context) -> Any:
     from quantcore import cmsis_nn
 
-    return cmsis_nn.locate(ctx.args.cmsis_nn or ctx.project.cmsis_nn)
+    nn = cmsis_nn.locate(ctx.args.cmsis_nn or ctx.project.cmsis_nn)
+    warning = cmsis_nn.version_warning(nn)
+    if warning:
+        print(f"fixpoint: warning: {warning}", file=sys.stderr)
+    return nn
 
 
 @dataclass

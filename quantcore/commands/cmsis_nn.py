@@ -40,12 +40,14 @@ def describe(nn: cmsis_nn.CmsisNn) -> list[str]:
     if nn.version == "0.0.0":
         version += " (ARM.CMSIS-NN.pdsc's placeholder in git checkouts, release packs carry the number)"
     git = f"{nn.describe} (commit {nn.commit})" if nn.commit else "not a git checkout"
+    warning = cmsis_nn.version_warning(nn)
     return [
         f"CMSIS-NN checkout: {nn.path}",
         f"  found via: {_ORIGINS[nn.source]}",
         f"  version:   {version}",
         f"  git:       {git}",
         f"  Fixpoint's reference targets CMSIS-NN {cmsis_nn.TARGET_VERSION}",
+        *([f"  warning:   {warning}"] if warning else []),
     ]
 
 
