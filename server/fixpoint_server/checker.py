@@ -5,7 +5,7 @@ for one DISK_DELAY after the last of a burst (each event pushes the run back, bu
 MAX_WAIT after the first), so a `git checkout` touching a thousand files is one run. A request that
 arrives during a run makes exactly one more run afterwards. The rules run in a worker
 thread; publishing happens on the event loop. After each run, every document that had diagnostics and
-has none now is published empty, so fixed problems disappear.
+has none now is published empty, so fixed problems disappear; unchanged files are not published again.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Checker:
         """Findings that do not come from the rules (fixpoint.toml problems)."""
         self.findings: list[Finding] = []
         self.runs = 0
-        self._published: set[Path] = set()
+        self._published: dict[Path, tuple[list[Finding], int | None]] = {}
         self._due: float | None = None
         self._first: float | None = None
         self._wakeup: asyncio.Event | None = None
@@ -96,10 +96,19 @@ class Checker:
         self._publish()
 
     def _publish(self) -> None:
+        """Publish what changed: a file whose findings differ from the last published ones, a file
+        with findings no more (an empty list clears it), and an open document edited since (the
+        editor wants diagnostics for its new version, even when they are the same)."""
         grouped: dict[Path, list[Finding]] = {}
         for finding in self.findings:
             grouped.setdefault(finding.path, []).append(finding)
-        for path in self._published - grouped.keys():
+        for path in self._published.keys() - grouped.keys():
             grouped[path] = []
-        self._published = {p for p, f in grouped.items() if f}
-        self.publish(grouped)
+        changed = {}
+        for path, findings in grouped.items():
+            version = self.index.open_docs.get(path, (None, ""))[0]
+            if self._published.get(path) != (findings, version):
+                changed[path] = findings
+                self._published[path] = (findings, version)
+        self._published = {p: v for p, v in self._published.items() if v[0]}
+        self.publish(changed)

@@ -137,10 +137,25 @@ class WorkspaceIndex:
             self._disk[path] = _Cached(stat.st_mtime_ns, stat.st_size, text)
         return text
 
+    def version(self, path: Path) -> str:
+        """Changes whenever read(path) may: the editor's version of an open document, else mtime + size."""
+        with self._lock:
+            doc = self.open_docs.get(path)
+            cached = self._disk.get(path)
+        if doc is not None:
+            return f"open:{doc[0]}:{len(doc[1])}"
+        if cached is not None:
+            return f"disk:{cached.mtime_ns}:{cached.size}"
+        try:
+            stat = path.stat()
+        except OSError:
+            return "missing"
+        return f"disk:{stat.st_mtime_ns}:{stat.st_size}"
+
     def context(self) -> CheckContext:
         with self._lock:
             files = dict(self.files)
-        return CheckContext(self.root, self.project, files, self.read, self.cache)
+        return CheckContext(self.root, self.project, files, self.read, self.cache, self.version)
 
 
 def _read_text(path: Path, size: int) -> str | None:

@@ -29,6 +29,9 @@ def run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
+    # pygls logs every message it sends and receives at INFO, whole documents included: a 20 MB
+    # weights file would go to the log on every keystroke.
+    logging.getLogger("pygls").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     from fixpoint_server.app import server
 
     if args.tcp:

@@ -15,9 +15,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from quantcore.project import Project
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from fixpoint_server.parse.build_files import BuildFacts
@@ -112,18 +114,34 @@ class CheckContext:
     read: Callable[[Path], str | None]
     """The text of a file: the editor's buffer when open, else the disk; None if unreadable or binary."""
     cache: FactsCache = field(default_factory=FactsCache)
+    version: Callable[[Path], str] | None = None
+    """A cheap key that changes whenever the file's text does (the editor's version, or mtime and size);
+    None: parsed facts are keyed by a digest of the text."""
+    _memo: dict[Any, Any] = field(default_factory=dict, repr=False)
+    """What this snapshot has already computed: texts, sorted file lists, the C workspace."""
+
+    def memo(self, key: Any, compute: Callable[[], T]) -> T:
+        """`compute()` once per snapshot (the rules share what one of them built)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        result: T = self._memo[key]
+        return result
 
     def text(self, path: Path) -> str | None:
-        return self.read(path)
+        return self.memo(("text", path), lambda: self.read(path))
 
     def files_of(self, *kinds: FileKind) -> list[Path]:
-        return sorted(p for p, k in self.files.items() if k in kinds)
+        return self.memo(
+            ("files", kinds), lambda: sorted((p for p, k in self.files.items() if k in kinds), key=str)
+        )
 
     def c_files(self) -> list[Path]:
         return self.files_of(FileKind.C_SOURCE, FileKind.C_HEADER)
 
     def build_files(self) -> list[Path]:
-        return sorted(p for p, k in self.files.items() if k.is_build)
+        return self.memo(
+            "build-files", lambda: sorted((p for p, k in self.files.items() if k.is_build), key=str)
+        )
 
     def relative(self, path: Path) -> str:
         try:
@@ -132,10 +150,14 @@ class CheckContext:
             return str(path)
 
     def _parsed(self, kind: str, path: Path, parse: Callable[[str], Any]) -> Any:
-        text = self.text(path)
-        if text is None:
-            return None
-        return self.cache.get(kind, path, digest(text), lambda: parse(text))
+        def compute() -> Any:
+            text = self.text(path)
+            if text is None:
+                return None
+            key = self.version(path) if self.version is not None else digest(text)
+            return self.cache.get(kind, path, key, lambda: parse(text))
+
+        return self.memo((kind, path), compute)
 
     def c_file(self, path: Path) -> CFile | None:
         from fixpoint_server.parse.c_source import scan_c

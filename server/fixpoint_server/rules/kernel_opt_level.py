@@ -63,6 +63,8 @@ _SCOPE_RANK = {ScopeKind.ALL: 0, ScopeKind.TARGET: 1, ScopeKind.FILES: 2}
 
 
 def check(ctx: CheckContext) -> list[Finding]:
+    if not ctx.build_files():
+        return []  # no build file, no flags: nothing to check (and nothing to classify)
     kernels = KernelSources(ctx)
     findings: list[Finding] = []
     for facts in kernels.written:
@@ -105,7 +107,11 @@ class KernelSources:
         return self._local[key]
 
     def is_kernel(self, rooted: str) -> bool:
-        return in_cmsis_nn(rooted) or any(glob_match(g, rooted) for g in self.globs)
+        # The answer only changes with the globs: cached across checks (per keystroke, 2,000 files).
+        return bool(self.ctx.cache.get(
+            "kernel-source", Path(rooted), repr(self.globs),
+            lambda: in_cmsis_nn(rooted) or any(glob_match(g, rooted) for g in self.globs),
+        ))  # fmt: skip
 
     def reach(self, facts: BuildFacts, scope: Scope) -> list[str]:
         """The kernel sources `scope` reaches: root-relative files, or patterns when no file matches."""

@@ -102,6 +102,11 @@ def _by_name_or_file(ws: CWorkspace, path: Path, array: ArrayDef) -> str | None:
 
 def _vendored(ctx: CheckContext, path: Path) -> bool:
     """CMSIS-NN's own sources and tests (kernel_sources globs) are Arm's to align, not the user's."""
+    globs = ctx.project.checks.kernel_sources  # the answer only changes with them: cached across checks
+    return bool(ctx.cache.get("vendored", path, repr(globs), lambda: _matches(ctx, path)))
+
+
+def _matches(ctx: CheckContext, path: Path) -> bool:
     relative = ctx.relative(path).replace("\\", "/")
     for glob in ctx.project.checks.kernel_sources:
         # fnmatch's * crosses folders; a leading **/ may also match no folder at all

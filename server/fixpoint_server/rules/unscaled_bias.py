@@ -120,12 +120,17 @@ def is_kernel(name: str) -> bool:
 
 
 def c_workspace(ctx: CheckContext) -> CWorkspace:
-    files = {}
-    for path in ctx.c_files():
-        cfile = ctx.c_file(path)
-        if cfile is not None:
-            files[path] = cfile
-    return CWorkspace(files)
+    """Every C file's facts, merged (built once per snapshot and shared by the C rules)."""
+
+    def build() -> CWorkspace:
+        files = {}
+        for path in ctx.c_files():
+            cfile = ctx.c_file(path)
+            if cfile is not None:
+                files[path] = cfile
+        return CWorkspace(files)
+
+    return ctx.memo("c-workspace", build)
 
 
 def source_json(ws: CWorkspace, path: Path) -> str | None:
