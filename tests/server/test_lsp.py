@@ -251,3 +251,24 @@ async def test_flash_and_verify_on_qemu_reports_every_layer_with_progress(
         lsp.ExecuteCommandParams(command="fixpoint.lastReport", arguments=[])
     )
     assert last["report"]["kind"] == "verification" and last["report"]["verdict"] == "pass"
+
+
+async def test_cancelling_a_long_command_kills_it_and_writes_nothing(
+    client: LanguageClient, tree: Path
+) -> None:
+    import numpy as np
+
+    data = tree / "model" / "calib.npz"
+    np.savez(data, x=np.random.default_rng(0).normal(size=(20000, 1, 12, 12)).astype(np.float32))
+    output = tree / "model" / "new.params.json"
+    options = {"model": "model/residual.onnx", "data": str(data), "output": str(output), "method": "mse"}
+    job = asyncio.ensure_future(client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="fixpoint.quantize", arguments=[options])
+    ))  # fmt: skip
+    while not client.progress_reports:  # the server announces the job before it starts it
+        await asyncio.sleep(0.05)
+    token = next(iter(client.progress_reports))
+    client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+    result = await asyncio.wait_for(job, TIMEOUT)
+    assert result == {"ok": False, "error": "Quantizing: cancelled"}
+    assert not output.exists()  # quantize writes its JSON at the end (~3.5 s here): it never got there
