@@ -40,6 +40,7 @@ from fixpoint_server.parse.build_files import (
     mentions_cmsis_nn,
     pattern_covers,
 )
+from fixpoint_server.rules.build_facts import builds_cmsis_nn, root_relative, user_build_facts
 from fixpoint_server.rules.context import CheckContext, FileKind, kernel_globs
 from quantcore.kernels.requantize import Rounding
 
@@ -84,21 +85,17 @@ class KernelSources:
         self.ctx = ctx
         self.root = ctx.root
         self.globs = tuple(kernel_globs(ctx))
-        self.files = [rel for p in ctx.files_of(FileKind.C_SOURCE) if self.is_kernel(rel := self.rel(p))]
+        self.files = [
+            rel for p in ctx.files_of(FileKind.C_SOURCE) if self.is_kernel(rel := root_relative(ctx, p))
+        ]
         self.by_stem: dict[str, list[str]] = {}
         for rel in self.files:
             self.by_stem.setdefault(posixpath.splitext(posixpath.basename(rel))[0], []).append(rel)
-        facts = [(p, ctx.build_file(p)) for p in ctx.build_files() if not in_cmsis_nn(self.rel(p))]
-        known = [f for _, f in facts if f is not None]
+        known = user_build_facts(ctx)
         self.written = [f for f in known if f.kind is not BuildKind.COMPILE_COMMANDS]
         self.generated = [f for f in known if f.kind is BuildKind.COMPILE_COMMANDS]
         self._reach: dict[tuple[int, Scope], list[str]] = {}
         self._local: dict[tuple[int, str], str] = {}
-
-    def rel(self, path: Path) -> str:
-        prefix = str(self.root).rstrip("/") + "/"
-        text = str(path)  # string slicing: this runs for every source of a 2,000-file tree
-        return text[len(prefix) :] if text.startswith(prefix) else Path(self.ctx.relative(path)).as_posix()
 
     def local(self, facts: BuildFacts, rooted: str) -> str:
         key = (id(facts), rooted)
@@ -296,7 +293,9 @@ def _cmsis_default(ctx: CheckContext, kernels: KernelSources, facts: BuildFacts)
     if facts.kind is not BuildKind.CMAKE or forbidden("-Ofast", ctx.project.checks.forbidden_flags) is None:
         return []
     subdirs = [
-        s for s in facts.sources if s.kind is SourceKind.SUBDIRECTORY and _is_cmsis_subdir(kernels, facts, s)
+        s
+        for s in facts.sources
+        if s.kind is SourceKind.SUBDIRECTORY and builds_cmsis_nn(facts, s, kernels.root)
     ]
     if not subdirs or _cmsis_level_set(kernels):
         return []
@@ -315,10 +314,6 @@ def _cmsis_default(ctx: CheckContext, kernels: KernelSources, facts: BuildFacts)
     return [
         Finding(Code.KERNEL_OPT_LEVEL, message, facts.path, ref.span, fixes=(fix,), data={"flag": "-Ofast"})
     ]
-
-
-def _is_cmsis_subdir(kernels: KernelSources, facts: BuildFacts, ref: SourceRef) -> bool:
-    return in_cmsis_nn(facts.rooted(ref.expanded, kernels.root) + "/") or mentions_cmsis_nn(ref.expanded)
 
 
 def _cmsis_level_set(kernels: KernelSources) -> bool:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from fixpoint_server.findings import Code, Edit, Finding, Fix
 from fixpoint_server.parse.c_source import ArrayDef, ArrayKind, CWorkspace, evaluate, referenced_name
+from fixpoint_server.rules.cmsis import KERNELS, c_workspace, is_kernel
 from fixpoint_server.rules.context import CheckContext
-from fixpoint_server.rules.unscaled_bias import KERNELS, c_workspace, is_kernel
 
 CODES = (Code.MISALIGNED_ARRAY,)
 

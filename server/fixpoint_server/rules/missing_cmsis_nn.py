@@ -34,12 +34,12 @@ from fixpoint_server.parse.build_files import (
     BuildKind,
     IncludeDir,
     LibraryKind,
-    SourceKind,
     Statement,
     glob_match,
     in_cmsis_nn,
     mentions_cmsis_nn,
 )
+from fixpoint_server.rules.build_facts import builds_cmsis_nn, root_relative, user_build_facts
 from fixpoint_server.rules.context import CheckContext
 
 CODES = (Code.MISSING_CMSIS_NN,)
@@ -68,9 +68,7 @@ class Missing:
 
 
 def check(ctx: CheckContext) -> list[Finding]:
-    facts = [
-        f for p in ctx.build_files() if not in_cmsis_nn(_rel(ctx, p)) and (f := ctx.build_file(p)) is not None
-    ]
+    facts = user_build_facts(ctx)
     if not facts:
         return []
     site = first_call_site(ctx)
@@ -83,10 +81,6 @@ def check(ctx: CheckContext) -> list[Finding]:
     return _findings(ctx, site, target, missing)
 
 
-def _rel(ctx: CheckContext, path: Path) -> str:
-    return Path(ctx.relative(path)).as_posix()
-
-
 # ---------------------------------------------------------------------------------------- call sites
 
 
@@ -94,7 +88,7 @@ def first_call_site(ctx: CheckContext) -> CallSite | None:
     """The first CMSIS-NN call outside CMSIS-NN itself, else the first include of its header."""
     include: CallSite | None = None
     for path in ctx.c_files():
-        if in_cmsis_nn(_rel(ctx, path)):
+        if in_cmsis_nn(root_relative(ctx, path)):
             continue
         calls, includes = _scan(ctx, path)
         if calls:
@@ -153,18 +147,14 @@ def _links(facts: BuildFacts) -> bool:
 
 
 def _compiles(ctx: CheckContext, facts: BuildFacts) -> bool:
-    for ref in facts.sources:
-        if in_cmsis_nn(facts.rooted(ref.expanded, ctx.root) + "/") or (
-            ref.kind is SourceKind.SUBDIRECTORY and mentions_cmsis_nn(ref.expanded)
-        ):
-            return True
-    return _in_platformio_lib(ctx, facts)
+    sources = any(builds_cmsis_nn(facts, ref, ctx.root) for ref in facts.sources)
+    return sources or _in_platformio_lib(ctx, facts)
 
 
 def _in_platformio_lib(ctx: CheckContext, facts: BuildFacts) -> bool:
     """A CMSIS-NN checkout inside platformio's source or lib folders: its library finder builds it."""
     globs = [facts.rooted(p, ctx.root) for p in facts.default_sources]
-    cmsis = (r for p in ctx.c_files() if in_cmsis_nn(r := _rel(ctx, p)))
+    cmsis = (r for p in ctx.c_files() if in_cmsis_nn(r := root_relative(ctx, p)))
     return bool(globs) and any(glob_match(g, r) for r in cmsis for g in globs)
 
 
@@ -196,7 +186,7 @@ def _primary(ctx: CheckContext, facts: list[BuildFacts]) -> BuildFacts:
     platformio.ini before included .cmake/.mk files; compile_commands.json only when it is all there is."""
 
     def key(f: BuildFacts) -> tuple[int, int, int, str]:
-        depth = len(Path(_rel(ctx, f.path)).parts)
+        depth = len(Path(root_relative(ctx, f.path)).parts)
         included = f.path.suffix.lower() in (".mk", ".cmake", ".make")
         return (
             f.kind is BuildKind.COMPILE_COMMANDS,
@@ -222,7 +212,7 @@ def _findings(ctx: CheckContext, site: CallSite, target: BuildFacts, missing: Mi
     where, span = _place(ctx, target, missing)
     fixes = build_fixes(ctx, target, missing)
     kind = "a CMSIS-NN kernel" if site.name != HEADER else "CMSIS-NN's header"
-    at = f"{_rel(ctx, site.path)}:{site.span.line + 1}"
+    at = f"{root_relative(ctx, site.path)}:{site.span.line + 1}"
     data = {"library": missing.library, "include": missing.include, "call": site.name}
     on_build = Finding(
         Code.MISSING_CMSIS_NN,

@@ -9,22 +9,20 @@
   bias. The message names the first differing element and recognises the usual wrong scalings.
 Each offers "Rescale bias from <json>" when the layer is known.
 
-This module also holds what the C rules share: the CMSIS-NN kernel signatures (KERNELS), the
-workspace's C facts (c_workspace) and the matching of C names to the JSON's layers (Layers).
+The CMSIS-NN kernel signatures, the workspace's C facts and the matching of C names to the JSON's
+layers, which the other C rules use too, are in cmsis.py.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from fixpoint_server.findings import Code, Edit, Finding, Fix, Related
 from fixpoint_server.parse.c_source import (
-    Argument,
     ArrayDef,
     ArrayKind,
     CallSite,
@@ -33,210 +31,13 @@ from fixpoint_server.parse.c_source import (
     initializer_list,
     referenced_name,
 )
-from fixpoint_server.parse.params import ParamsFile, QuantizedModel
+from fixpoint_server.rules.cmsis import KERNELS, Kernel, Layer, Layers, c_workspace, source_json
 from fixpoint_server.rules.context import CheckContext
-from quantcore.codegen.names import c_identifier
-from quantcore.ir import Node
 
 CODES = (Code.UNSCALED_BIAS,)
 
-# ------------------------------------------------------------------------------ CMSIS-NN kernels
 
-
-@dataclass(frozen=True)
-class Kernel:
-    """A CMSIS-NN function's parameters by name, in order (arm_nnfunctions.h of CMSIS-NN v7)."""
-
-    name: str
-    params: tuple[str, ...]
-    bias_bytes: int | None = None
-    """Bytes of one bias element the kernel reads: 4 (int32) for s8, 8 (int64) for s16."""
-
-    def argument(self, call: CallSite, param: str) -> Argument | None:
-        if param not in self.params:
-            return None
-        index = self.params.index(param)
-        return call.args[index] if index < len(call.args) else None
-
-
-_CONV = ("ctx", "conv_params", "quant_params", "input_dims", "input_data", "filter_dims", "filter_data",
-         "bias_dims", "bias_data", "output_dims", "output_data")  # fmt: skip
-_CONV_UPSCALE = (*_CONV[:9], "upscale_dims", *_CONV[9:])
-_DEPTHWISE = ("ctx", "dw_conv_params", *_CONV[2:])
-_FULLY_CONNECTED = ("ctx", "fc_params", *_CONV[2:])
-_TRANSPOSE = ("ctx", "output_ctx", "transpose_conv_params", *_CONV[2:])
-_POOL = ("ctx", "pool_params", "input_dims", "input_data", "filter_dims", "output_dims", "output_data")
-_ADD = ("input_1_vect", "input_2_vect", "input_1_offset", "input_1_mult", "input_1_shift", "input_2_offset",
-        "input_2_mult", "input_2_shift", "left_shift", "output", "out_offset", "out_mult", "out_shift",
-        "out_activation_min", "out_activation_max", "block_size")  # fmt: skip
-_MUL = ("input_1_vect", "input_2_vect", "input_1_offset", "input_2_offset", "output", "out_offset",
-        "out_mult", "out_shift", "out_activation_min", "out_activation_max", "block_size")  # fmt: skip
-
-
-def _kernels() -> dict[str, Kernel]:
-    table = [Kernel(name, _CONV, 4) for name in (
-        "arm_convolve_wrapper_s8", "arm_convolve_1x1_s8_fast", "arm_convolve_1x1_s8", "arm_convolve_1_x_n_s8",
-    )]  # fmt: skip
-    table += [Kernel("arm_convolve_s8", _CONV_UPSCALE, 4), Kernel("arm_convolve_wrapper_s16", _CONV, 8)]
-    table += [Kernel("arm_convolve_s16", _CONV, 8)]
-    table += [Kernel(name, _DEPTHWISE, 4) for name in (
-        "arm_depthwise_conv_wrapper_s8", "arm_depthwise_conv_s8", "arm_depthwise_conv_3x3_s8",
-        "arm_depthwise_conv_s8_opt",
-    )]  # fmt: skip
-    table += [Kernel(name, _DEPTHWISE, 8) for name in (
-        "arm_depthwise_conv_wrapper_s16", "arm_depthwise_conv_s16", "arm_depthwise_conv_fast_s16",
-    )]  # fmt: skip
-    table += [Kernel(name, _FULLY_CONNECTED, 4) for name in (
-        "arm_fully_connected_s8", "arm_fully_connected_per_channel_s8", "arm_fully_connected_wrapper_s8",
-    )]  # fmt: skip
-    table += [Kernel("arm_fully_connected_s16", _FULLY_CONNECTED, 8)]
-    table += [
-        Kernel(name, _TRANSPOSE, 4) for name in ("arm_transpose_conv_wrapper_s8", "arm_transpose_conv_s8")
-    ]
-    table += [Kernel(name, _POOL) for name in ("arm_max_pool_s8", "arm_avgpool_s8", "arm_max_pool_s16",
-                                               "arm_avgpool_s16")]  # fmt: skip
-    table += [Kernel("arm_elementwise_add_s8", _ADD), Kernel("arm_elementwise_add_s16", _ADD)]
-    table += [Kernel("arm_elementwise_mul_s8", _MUL), Kernel("arm_elementwise_mul_s16", _MUL)]
-    table += [
-        Kernel("arm_vector_sum_s8", ("vector_sum_buf", "vector_cols", "vector_rows", "vector_data",
-                                     "lhs_offset", "rhs_offset", "bias_data"), 4),
-        Kernel("arm_pad_s8", ("input", "output", "pad_value", "input_size", "pre_pad", "post_pad")),
-        Kernel("arm_softmax_s8", ("input", "num_rows", "row_size", "mult", "shift", "diff_min", "output")),
-    ]  # fmt: skip
-    return {k.name: k for k in table}
-
-
-KERNELS = _kernels()
-"""The kernels whose arguments the C rules read, by name."""
-_KERNEL_SUFFIX = re.compile(r"_(?:s8|s16|s4|q7|q15)(?:_|$)")
-
-
-def is_kernel(name: str) -> bool:
-    """Whether `name` is a CMSIS-NN integer kernel (or helper) whose pointers it reads with SIMD loads."""
-    return name in KERNELS or (name.startswith("arm_") and _KERNEL_SUFFIX.search(name) is not None)
-
-
-# --------------------------------------------------------------------------------- the C workspace
-
-
-def c_workspace(ctx: CheckContext) -> CWorkspace:
-    """Every C file's facts, merged (built once per snapshot and shared by the C rules)."""
-
-    def build() -> CWorkspace:
-        files = {}
-        for path in ctx.c_files():
-            cfile = ctx.c_file(path)
-            if cfile is not None:
-                files[path] = cfile
-        return CWorkspace(files)
-
-    return ctx.memo("c-workspace", build)
-
-
-def source_json(ws: CWorkspace, path: Path) -> str | None:
-    """The JSON a generated file names in its header (its layers are the ones to compare with)."""
-    cfile = ws.files.get(path)
-    return cfile.generated.params_name if cfile is not None and cfile.generated is not None else None
-
-
-# -------------------------------------------------------------------------------------- the layers
-
-
-@dataclass(frozen=True)
-class Layer:
-    params: ParamsFile
-    model: QuantizedModel
-    index: int
-    node: Node
-    ident: str
-    """c_identifier(node.name): how the layer's name appears in C."""
-
-    @property
-    def name(self) -> str:
-        return self.node.name
-
-    def tensor_scale(self, position: int) -> np.ndarray | None:
-        names = self.node.inputs
-        if position >= len(names) or not names[position]:
-            return None
-        quant = self.model.graph.tensor(names[position]).quant
-        return None if quant is None else np.asarray(quant.scale, dtype=np.float64).reshape(-1)
-
-    def bias(self) -> np.ndarray | None:
-        """The layer's integer bias as the quantized graph holds it, None when the layer has none."""
-        if len(self.node.inputs) < 3 or not self.node.inputs[2]:
-            return None
-        data = self.model.graph.tensor(self.node.inputs[2]).data
-        return None if data is None else np.asarray(data, dtype=np.int64).reshape(-1)
-
-
-_GENERATED = re.compile(r"(?:^|_)l(\d+)_")
 _BIASY = re.compile(r"bias|(?:^|_)b(?:$|_|\d)", re.IGNORECASE)
-
-
-class Layers:
-    """The layers of every quant-params JSON whose model builds, and which C names belong to them."""
-
-    def __init__(self, ctx: CheckContext) -> None:
-        self.layers: list[Layer] = []
-        for params in ctx.params_files():
-            model = ctx.quantized(params) if params.document is not None else None
-            if model is None or model.error is not None:
-                continue  # params_json and stale-generated say why; nothing to compare with here
-            for index, node in enumerate(model.graph.nodes):
-                self.layers.append(Layer(params, model, index, node, c_identifier(node.name)))
-
-    def __bool__(self) -> bool:
-        return bool(self.layers)
-
-    def _of(self, source: str | None) -> list[Layer]:
-        mine = [layer for layer in self.layers if source is not None and layer.params.path.name == source]
-        return mine or self.layers
-
-    def generated(self, name: str, source: str | None = None) -> Layer | None:
-        """The layer of a generated name: `model_l3_pwconv_bias`, `l3_pwconv_params`, `l3_pwconv`."""
-        for match in _GENERATED.finditer(name):
-            rest = name[match.end() :]
-            for layer in self._of(source):
-                if layer.index == int(match.group(1)) and (
-                    rest == layer.ident or rest.startswith(layer.ident + "_")
-                ):
-                    return layer
-        return None
-
-    def named(self, name: str, source: str | None = None) -> Layer | None:
-        """The layer a C name belongs to: generated naming, else the longest layer identifier the name
-        holds between non-alphanumerics (`conv1_bias`, `CONV1_BIAS`, `conv1Params`; not `conv10_bias`)."""
-        found = self.generated(name, source)
-        if found is not None:
-            return found
-        best: Layer | None = None
-        for layer in self._of(source):
-            if len(layer.ident) < 2 or (best is not None and len(best.ident) >= len(layer.ident)):
-                continue
-            # case-insensitive name, but a lowercase letter after it continues a longer word (camelCase ok)
-            pattern = rf"(?<![A-Za-z0-9])(?i:{re.escape(layer.ident)})(?![a-z0-9])"
-            if re.search(pattern, name):
-                best = layer
-        return best
-
-    def of_call(self, call: CallSite, source: str | None = None) -> Layer | None:
-        """The layer a kernel call runs: its generated function (`l4_residual`), the names of its
-        weights, bias or parameter structs, or the name of the function it is in."""
-        if call.function is not None and (found := self.generated(call.function, source)) is not None:
-            return found
-        kernel = KERNELS.get(call.name)
-        roles = ("filter_data", "bias_data", "conv_params", "dw_conv_params", "fc_params", "quant_params")
-        for role in roles if kernel is not None else ():
-            arg = kernel.argument(call, role) if kernel is not None else None
-            name = referenced_name(arg.text) if arg is not None else None
-            if name is not None and (found := self.named(name, source)) is not None:
-                return found
-        return self.named(call.function, source) if call.function is not None else None
-
-
-# ------------------------------------------------------------------------------------------ the rule
-
 _FLOATS = ("float", "double", "float32_t", "float64_t", "float16_t", "__fp16")
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from fixpoint_server.findings import Code, Edit, Finding, Fix, Related, Span
 from fixpoint_server.parse.c_source import CallSite, CWorkspace, FieldAssignment, evaluate, referenced_name
+from fixpoint_server.rules.cmsis import KERNELS, Layer, Layers, c_workspace, is_kernel, source_json
 from fixpoint_server.rules.context import CheckContext
-from fixpoint_server.rules.unscaled_bias import KERNELS, Layer, Layers, c_workspace, is_kernel, source_json
 
 CODES = (Code.WRONG_ZERO_POINT,)
 

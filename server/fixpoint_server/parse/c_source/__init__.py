@@ -1,0 +1,65 @@
+"""Facts about C sources for the rules: arrays, kernel calls, struct fields, macros, includes and the
+header of a Fixpoint-generated file, found by a fast and forgiving scan - not a compiler.
+
+No preprocessor runs and nothing becomes a syntax tree. The text is first masked (comments and the
+inside of string and character literals become spaces, keeping every offset and line break), so a
+commented-out array is no fact; directives are read line by line; then the code is walked at the level
+of `{ } ;`, jumping over initializer bodies with str.find, so a 50 MB generated weights table costs a
+few C-level passes. Array values are parsed only when a rule asks (`array_values`). Nothing here raises
+on any text: unbalanced braces, unterminated comments or binary junk give fewer facts, never an error.
+
+Limits, on purpose: macros are expanded only where a fact needs a number (dims, alignment, offsets,
+initializer lists); `#if 0` / `#if 1 ... #else` blocks are dropped, other conditionals are read as if
+every branch were live; only the first declarator of a declaration is read.
+
+The modules, in the order a scan uses them: mask (the masked text), scan (scan_c: header, directives,
+calls), walker (`{ } ;` and field assignments), declarations and attributes (arrays and their
+alignment), brackets (matching and splitting over the masked text), expr (integer constant expressions,
+the variable an argument names), values (initializer lists, read lazily); facts holds the records,
+workspace the facts of several files taken together.
+"""
+
+from fixpoint_server.parse.c_source.brackets import split_arguments
+from fixpoint_server.parse.c_source.expr import ELEMENT_SIZES, evaluate, referenced_name
+from fixpoint_server.parse.c_source.facts import (
+    Alignment,
+    Argument,
+    ArrayDef,
+    ArrayKind,
+    CallSite,
+    CFile,
+    Define,
+    FieldAssignment,
+    FunctionDef,
+    GeneratedHeader,
+    Include,
+)
+from fixpoint_server.parse.c_source.mask import mask
+from fixpoint_server.parse.c_source.scan import scan_c
+from fixpoint_server.parse.c_source.values import Element, array_elements, array_values, initializer_list
+from fixpoint_server.parse.c_source.workspace import CWorkspace
+
+__all__ = [
+    "ELEMENT_SIZES",
+    "Alignment",
+    "Argument",
+    "ArrayDef",
+    "ArrayKind",
+    "CFile",
+    "CWorkspace",
+    "CallSite",
+    "Define",
+    "Element",
+    "FieldAssignment",
+    "FunctionDef",
+    "GeneratedHeader",
+    "Include",
+    "array_elements",
+    "array_values",
+    "evaluate",
+    "initializer_list",
+    "mask",
+    "referenced_name",
+    "scan_c",
+    "split_arguments",
+]

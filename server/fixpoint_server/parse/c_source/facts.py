@@ -1,0 +1,193 @@
+"""The facts a C scan finds, as plain records with their spans: arrays, kernel calls, struct fields,
+macros, includes, functions and the header of a Fixpoint-generated file, gathered in a CFile.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fixpoint_server.findings import LineIndex, Span
+from fixpoint_server.parse.c_source.expr import evaluate
+from fixpoint_server.parse.c_source.values import Element, array_elements, array_values
+
+
+class ArrayKind(enum.Enum):
+    DEFINITION = "definition"
+    EXTERN = "extern"
+    """A declaration without storage (`extern const int8_t w[80];`): its alignment is the definition's."""
+    LOCAL = "local"
+    """Inside a function body (a stack array)."""
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """An alignment request in one of its spellings (GCC/Clang/Arm/IAR/TI/C11/CMSIS macros)."""
+
+    value: int | None
+    """Bytes; None when the expression uses macros this file does not define."""
+    text: str
+    """The expression as written ("16", "MODEL_ALIGNMENT"); "" for a bare `aligned`."""
+    span: Span
+    """The whole spelling: `__attribute__((aligned(16)))`, `__ALIGNED(16)`, the pragma ..."""
+    value_span: Span | None
+    """Where `text` is, for a fix that changes the value (None: the value is not written here)."""
+
+
+@dataclass(frozen=True)
+class ArrayDef:
+    name: str
+    ctype: str
+    """The element type with qualifiers removed: "int8_t", "q7_t", "unsigned char", "struct foo"."""
+    qualifiers: tuple[str, ...]
+    """static, const, extern, volatile ... and unknown words (section macros) in source order."""
+    dims: tuple[str, ...]
+    """Each dimension's expression as written ("" for `[]`)."""
+    count: int | None
+    """Number of elements (product of the dims, or counted from the initializer for `[]`)."""
+    elem_size: int | None
+    """Bytes of one element for known types (Arm's ILP32: int and long are 4 bytes)."""
+    kind: ArrayKind
+    align: Alignment | None
+    span: Span
+    """The whole declaration, from its first word through the `;`."""
+    name_span: Span
+    type_span: Span
+    dims_span: Span
+    """From the first `[` through the last `]`."""
+    init_span: Span | None
+    """The initializer after `=`: a `{...}` list, a macro name, a string."""
+    start: int
+    end: int
+    dims_start: int
+    dims_end: int
+    """Offset just after the last `]`: where an attribute after the declarator goes."""
+    init_start: int | None = None
+    init_end: int | None = None
+    function: str | None = None
+    """The enclosing function of a LOCAL array."""
+
+    @property
+    def alignment(self) -> int | None:
+        return self.align.value if self.align is not None else None
+
+    @property
+    def total_bytes(self) -> int | None:
+        if self.count is None or self.elem_size is None:
+            return None
+        return self.count * self.elem_size
+
+
+@dataclass(frozen=True)
+class Argument:
+    text: str
+    span: Span
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class CallSite:
+    name: str
+    name_span: Span
+    args: tuple[Argument, ...]
+    span: Span
+    """From the function name through the closing parenthesis (or where a broken call stops)."""
+    start: int
+    function: str | None
+    """The function whose body holds the call."""
+
+
+@dataclass(frozen=True)
+class FieldAssignment:
+    """`var.field = value;`, `var->field = value;`, or `.field = value` in `TYPE var = {...}`."""
+
+    var: str
+    field: str
+    """Dotted for nested designators ("stride.w"); "" for a positional initializer item."""
+    value: str
+    int_value: int | None
+    value_span: Span
+    span: Span
+    start: int
+    kind: str
+    """"assign" (var.field), "arrow" (var->field) or "designated" (in an initializer)."""
+    struct_type: str | None = None
+    """The declared type for designated initializers ("cmsis_nn_conv_params"); None for statements."""
+    position: int | None = None
+    """Index among the initializer's top-level items (positional and designated alike)."""
+    function: str | None = None
+
+
+@dataclass(frozen=True)
+class Define:
+    name: str
+    value: str
+    """The replacement text with comments removed and line continuations joined."""
+    int_value: int | None
+    params: tuple[str, ...] | None
+    """The parameters of a function-like macro; None for an object-like one."""
+    span: Span
+    name_span: Span
+    value_start: int
+    value_end: int
+
+
+@dataclass(frozen=True)
+class Include:
+    name: str
+    system: bool
+    """<name> rather than "name"."""
+    span: Span
+
+
+@dataclass(frozen=True)
+class GeneratedHeader:
+    """What a file `fixpoint generate` wrote says about its inputs (templates/model/header.j2)."""
+
+    params_name: str | None
+    params_sha256: str | None
+    model_name: str | None
+    model_sha256: str | None
+    content_sha256: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class FunctionDef:
+    name: str
+    span: Span
+    start: int
+    end: int
+
+
+@dataclass
+class CFile:
+    masked: str
+    """The text with comments and literal contents blanked (same length, same lines)."""
+    index: LineIndex
+    arrays: list[ArrayDef] = field(default_factory=list)
+    calls: list[CallSite] = field(default_factory=list)
+    fields: list[FieldAssignment] = field(default_factory=list)
+    defines: dict[str, Define] = field(default_factory=dict)
+    includes: list[Include] = field(default_factory=list)
+    functions: list[FunctionDef] = field(default_factory=list)
+    generated: GeneratedHeader | None = None
+
+    def array(self, name: str) -> ArrayDef | None:
+        """The definition of `name` in this file (else its extern declaration), if any."""
+        found = [a for a in self.arrays if a.name == name]
+        return next((a for a in found if a.kind is not ArrayKind.EXTERN), found[0] if found else None)
+
+    def elements(self, array: ArrayDef, defines: Mapping[str, Define] | None = None) -> list[Element] | None:
+        return array_elements(self.masked, array, defines if defines is not None else self.defines)
+
+    def values(self, array: ArrayDef, defines: Mapping[str, Define] | None = None) -> list[int] | None:
+        return array_values(self.masked, array, defines if defines is not None else self.defines)
+
+    def evaluate(self, expr: str) -> int | None:
+        return evaluate(expr, self.defines)
+
+    def span(self, start: int, end: int) -> Span:
+        return self.index.span(start, end)
