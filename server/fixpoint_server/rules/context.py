@@ -159,6 +159,12 @@ class CheckContext:
 
         return self.memo((kind, path), compute)
 
+    def derived(self, kind: str, path: Path, compute: Callable[[str], T]) -> T | None:
+        """`compute(text)` of a file, cached across snapshots until the file changes (for what a rule
+        derives from a whole text: a hash of 20 MB should not be redone on every keystroke elsewhere)."""
+        result: T | None = self._parsed(kind, path, compute)
+        return result
+
     def c_file(self, path: Path) -> CFile | None:
         from fixpoint_server.parse.c_source import scan_c
 

@@ -17,12 +17,13 @@ so the next array starts aligned and the last vector load stays inside the array
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from fixpoint_server.findings import Code, Edit, Finding, Fix
-from fixpoint_server.parse.c_source import ArrayDef, ArrayKind, CWorkspace, evaluate, referenced_name
+from fixpoint_server.parse.c_source import ArrayDef, ArrayKind, CFile, CWorkspace, evaluate, referenced_name
 from fixpoint_server.rules.cmsis import KERNELS, c_workspace, is_kernel
 from fixpoint_server.rules.context import CheckContext
 
@@ -51,7 +52,7 @@ def check(ctx: CheckContext) -> list[Finding]:
             findings.append(found)
         total = ws.total_bytes(path, array)
         if total is not None and total > 0 and total % required:
-            sized = _sized_names(ws) if sized is None else sized
+            sized = _sized_names(ctx, ws) if sized is None else sized
             findings.append(_padding_finding(ws, path, array, use, required, total, array.name in sized))
     return findings
 
@@ -223,13 +224,17 @@ def _append_zeros(ws: CWorkspace, path: Path, array: ArrayDef, extra: int) -> Ed
     return Edit(path, cfile.span(last + 1, last + 1), text)
 
 
-def _sized_names(ws: CWorkspace) -> set[str]:
+def _sized_names(ctx: CheckContext, ws: CWorkspace) -> set[str]:
     """Names whose size the code takes (sizeof(x), ARRAY_SIZE(x) ...): padding those changes behaviour.
-    Found with str.find per word, so a weights table costs a few C-level scans."""
+    Found with str.find per word, and kept per file until it changes (a weights table is tens of MB)."""
     names: set[str] = set()
-    for cfile in ws.files.values():
-        names.update(_sized_in(cfile.masked))
+    for path, cfile in ws.files.items():
+        names.update(ctx.derived("sized", path, functools.partial(_sized_of, cfile)) or ())
     return names
+
+
+def _sized_of(cfile: CFile, _text: str) -> frozenset[str]:
+    return frozenset(_sized_in(cfile.masked))
 
 
 def _sized_in(text: str) -> Iterator[str]:

@@ -31,7 +31,7 @@ def check(ctx: CheckContext) -> list[Finding]:
         if text is None or header is None:
             continue
         findings.extend(_sources(ctx, path, header))
-        if not is_intact(text):
+        if not ctx.derived("intact", path, is_intact):
             findings.append(_edited(ctx, path, header))
     return findings
 
