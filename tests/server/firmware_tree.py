@@ -3,16 +3,9 @@ sources `fixpoint generate` writes from them, a fixpoint.toml and a main.c that 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import onnx
-
-from tests.onnx_models import residual_cnn
-
-GOLDEN_PARAMS = (
-    Path(__file__).resolve().parents[1] / "codegen" / "golden" / "residual" / "residual.params.json"
-)
+from tests.server.fixtures import generated_project
 
 TOML = """\
 model = "model/residual.onnx"
@@ -36,20 +29,7 @@ int main(void)
 
 def make_tree(root: Path) -> Path:
     """Write the tree into `root` (created) and generate the model sources; returns `root`."""
-    from quantcore import pipeline
-    from quantcore.codegen import Sources, generate
-    from quantcore.quantize import params_json
-    from quantcore.quantize.document import from_document
-
-    (root / "model").mkdir(parents=True, exist_ok=True)
-    (root / "src").mkdir(exist_ok=True)
-    model = root / "model" / "residual.onnx"
-    params = root / "model" / "residual.params.json"
-    onnx.save(residual_cnn(), model)
-    shutil.copyfile(GOLDEN_PARAMS, params)
+    generated_project(root, model_dir=root / "model", generated=root / "src" / "model")
     (root / "fixpoint.toml").write_text(TOML)
     (root / "src" / "main.c").write_text(MAIN_C)
-    loaded = pipeline.load_model(model)
-    qgraph = from_document(loaded.graph, params_json.load(params))
-    generate(qgraph, root / "src" / "model", sources=Sources(params, model))
     return root

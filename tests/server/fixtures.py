@@ -38,8 +38,11 @@ class GeneratedProject:
         return self.generated / name
 
 
-def generated_project(root: Path, *, alignment: int = 16) -> GeneratedProject:
-    """residual.onnx + residual.params.json + generated/{model.h, model.c, model_data.c} in `root`."""
+def generated_project(
+    root: Path, *, alignment: int = 16, model_dir: Path | None = None, generated: Path | None = None
+) -> GeneratedProject:
+    """residual.onnx + residual.params.json (in `model_dir`, default `root`) and the generated
+    model.h, model.c, model_data.c (in `generated`, default root/generated)."""
     import onnx
 
     from quantcore import pipeline
@@ -49,8 +52,9 @@ def generated_project(root: Path, *, alignment: int = 16) -> GeneratedProject:
     from quantcore.targets.cores import Core
     from tests.onnx_models import residual_cnn
 
-    root.mkdir(parents=True, exist_ok=True)
-    model, params, out = root / "residual.onnx", root / "residual.params.json", root / "generated"
+    folder, out = model_dir or root, generated or root / "generated"
+    folder.mkdir(parents=True, exist_ok=True)
+    model, params = folder / "residual.onnx", folder / "residual.params.json"
     onnx.save(residual_cnn(), model)
     shutil.copyfile(PARAMS, params)
     qgraph = from_document(pipeline.load_model(model).graph, params_json.load(params))
