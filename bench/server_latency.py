@@ -148,10 +148,11 @@ class Bench:
             times.append(time.perf_counter() - started)
         return times
 
-    def peak_rss_mb(self) -> float:
+    def rss_mb(self, field: str = "VmHWM") -> float:
+        """The server's peak (VmHWM) or current (VmRSS) resident memory."""
         pid = self.client._server.pid  # type: ignore[union-attr]
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
 
@@ -193,15 +194,17 @@ async def main_async(args: argparse.Namespace) -> None:
         print(f"index: initialize (list + classify) {init_s * 1e3:.0f} ms; first full check {check_s:.2f} s"
               f" ({result['indexed']} files indexed, {result['findings']} findings)")  # fmt: skip
         again_s, _ = await bench.check()
-        print(f"second full check (parsed facts cached): {again_s * 1e3:.0f} ms")
+        rss = bench.rss_mb("VmRSS")
+        print(f"second full check (parsed facts cached): {again_s * 1e3:.0f} ms; RSS {rss:.0f} MB")
         checks = len(check_times(log))
         print(summary("didChange -> diagnostics, 2,000-line C", await bench.latencies(big_c, args.edits)))
         print(summary("  of which the server's check", check_times(log)[checks:]))
+        print(f"RSS after the C edits {bench.rss_mb('VmRSS'):.0f} MB")
         checks = len(check_times(log))
         print(summary(f"didChange -> diagnostics, {args.weights_mb} MB weights",
                       await bench.latencies(weights, args.weights_edits)))  # fmt: skip
         print(summary("  of which the server's check", check_times(log)[checks:]))
-        print(f"server peak RSS {bench.peak_rss_mb():.0f} MB")
+        print(f"server RSS now {bench.rss_mb('VmRSS'):.0f} MB, peak {bench.rss_mb():.0f} MB")
         await bench.stop()
 
 
