@@ -32,6 +32,10 @@ class FixpointServer(LanguageServer):
         self.project_findings: list[Finding] = []
         self.checker = Checker(self.index, self.publish, lambda: list(self.project_findings))
         self.watcher: Any = None
+        self.trusted = True
+        """False when the editor says the workspace is untrusted: diagnostics only, no commands run."""
+        self.editor_severity: dict[str, str] = {}
+        """Severities the editor's settings give (initializationOptions), over fixpoint.toml's."""
         self.last_report: dict[str, Any] | None = None
         """The last flash-and-verify (or evaluation) report, for hovers and the editor's report view."""
 
@@ -44,6 +48,7 @@ class FixpointServer(LanguageServer):
     def reload_project(self) -> None:
         root = self.index.root
         project, self.project_findings = settings.load(root)
+        project = settings.with_severities(project, self.editor_severity)
         self.index.project = project
         self.index.scan()
         self.index.project = settings.discover(
@@ -90,6 +95,9 @@ def initialize(ls: FixpointServer, params: lsp.InitializeParams) -> None:
     folders = params.workspace_folders or []
     uri = folders[0].uri if folders else params.root_uri
     root = ls.path_of(uri) if uri else None
+    options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
+    ls.trusted = options.get("trusted", True) is not False
+    ls.editor_severity = settings.editor_severities(options.get("severity"))
     ls.open_workspace(root or Path.cwd())
 
 

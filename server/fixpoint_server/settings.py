@@ -11,10 +11,11 @@ import dataclasses
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from fixpoint_server.findings import Code, Finding, Span
 from quantcore.codegen.files import read_header
-from quantcore.project import FILENAME, Problem, Project, load_project
+from quantcore.project import FILENAME, SEVERITIES, Problem, Project, load_project
 
 
 def load(root: Path) -> tuple[Project, list[Finding]]:
@@ -45,6 +46,22 @@ def discover(root: Path, project: Project, params: Iterable[Path], c_files: Iter
         model=model or project.model,
         generated=generated or project.generated,
     )
+
+
+def editor_severities(value: Any) -> dict[str, str]:
+    """The editor's {rule: level} (initializationOptions.severity), unknown rules and levels dropped."""
+    if not isinstance(value, dict):
+        return {}
+    known = {c.code for c in Code}
+    return {rule: level for rule, level in value.items() if rule in known and level in SEVERITIES}
+
+
+def with_severities(project: Project, editor: dict[str, str]) -> Project:
+    """`project` with the editor's severities over fixpoint.toml's (the editor's settings are the user's)."""
+    if not editor:
+        return project
+    checks = dataclasses.replace(project.checks, severity={**project.checks.severity, **editor})
+    return dataclasses.replace(project, checks=checks)
 
 
 def _recorded_model(params: Path) -> Path | None:

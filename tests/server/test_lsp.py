@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -272,3 +273,63 @@ async def test_cancelling_a_long_command_kills_it_and_writes_nothing(
     result = await asyncio.wait_for(job, TIMEOUT)
     assert result == {"ok": False, "error": "Quantizing: cancelled"}
     assert not output.exists()  # quantize writes its JSON at the end (~3.5 s here): it never got there
+
+
+def _qemu_for(tree: Path) -> list[int]:
+    """QEMU processes started for `tree` (working in it, or naming a file of it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                if not argv or not argv[0].endswith(b"qemu-system-arm"):
+                    continue
+                cwd = Path(os.readlink(proc / "cwd"))
+                if cwd.is_relative_to(tree) or str(tree).encode() in b" ".join(argv):
+                    found.append(int(proc.name))
+    return found
+
+
+async def test_cancelling_flash_and_verify_stops_qemu_too(client: LanguageClient, tree: Path) -> None:
+    missing = _board_tools_missing()
+    if missing:
+        pytest.skip(missing)
+    job = asyncio.ensure_future(client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="fixpoint.flashVerify", arguments=[{"target": "qemu-m4"}])
+    ))  # fmt: skip
+    deadline = asyncio.get_running_loop().time() + TIMEOUT
+    while not _qemu_for(tree.resolve()):  # the job is built and QEMU started: cancel now
+        assert asyncio.get_running_loop().time() < deadline and not job.done(), "QEMU never started"
+        await asyncio.sleep(0.02)
+    client.window_work_done_progress_cancel(
+        lsp.WorkDoneProgressCancelParams(token=next(iter(client.progress_reports)))
+    )
+    assert await asyncio.wait_for(job, TIMEOUT) == {
+        "ok": False,
+        "error": "Flash and verify (qemu-m4): cancelled",
+    }
+    for _ in range(50):  # SIGTERM at once, SIGKILL after the 2 s grace
+        if not _qemu_for(tree.resolve()):
+            break
+        await asyncio.sleep(0.1)
+    assert _qemu_for(tree.resolve()) == []
+
+
+async def test_quantize_then_evaluate_returns_the_report(client: LanguageClient, tree: Path) -> None:
+    import numpy as np
+
+    data = tree / "model" / "calib.npz"
+    np.savez(data, x=np.random.default_rng(2).normal(size=(64, 1, 12, 12)).astype(np.float32))
+    options = {"model": "model/residual.onnx", "data": "model/calib.npz", "output": "model/q.params.json"}
+    result = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="fixpoint.quantize", arguments=[options])
+    )
+    assert result["ok"] is True and Path(result["params"]) == (tree / "model" / "q.params.json").resolve()
+    report = result["report"]
+    assert [layer["name"] for layer in report["layers"]][:2] == ["conv1", "pool1"] and report[
+        "output_sqnr_db"
+    ] > 20
+    last = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="fixpoint.lastReport")
+    )
+    assert last["report"]["kind"] == "evaluation"

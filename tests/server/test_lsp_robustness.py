@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import LanguageClient
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.server.test_lsp import check_workspace, client, codes, open_doc, tree, wait_for
 
@@ -111,3 +114,34 @@ async def test_commands_refuse_paths_outside_the_workspace(client: LanguageClien
     assert "stale-generated" not in codes(
         client.diagnostics.get((tree / "src" / "model" / "model.c").as_uri(), [])
     )
+
+
+@pytest_lsp.fixture(
+    config=ClientServerConfig(server_command=[sys.executable, "-m", "fixpoint_server", "--stdio"])
+)
+async def untrusted(lsp_client: LanguageClient, tree: Path) -> AsyncIterator[LanguageClient]:
+    """A client as VS Code starts it in an untrusted workspace, with a severity from its settings."""
+    options = {"trusted": False, "severity": {"stale-generated": "error", "no-such-rule": "off"}}
+    await lsp_client.initialize_session(lsp.InitializeParams(
+        capabilities=lsp.ClientCapabilities(), root_uri=tree.as_uri(), initialization_options=options
+    ))  # fmt: skip
+    yield lsp_client
+    await lsp_client.shutdown_session()
+
+
+async def test_an_untrusted_workspace_gets_diagnostics_but_runs_no_command(
+    untrusted: LanguageClient, tree: Path
+) -> None:
+    params = tree / "model" / "residual.params.json"
+    doc = json.loads(params.read_text())
+    doc["calibration"]["samples"] += 1
+    params.write_text(json.dumps(doc, indent=2) + "\n")
+    uri = (tree / "src" / "model" / "model.c").as_uri()
+    diags = await wait_for(untrusted, uri, lambda d: d != [], "the stale finding")
+    assert codes(diags) == ["stale-generated"] and diags[0].severity == lsp.DiagnosticSeverity.Error
+    before = (tree / "src" / "model" / "model.c").read_bytes()
+    result = await untrusted.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="fixpoint.regenerateModel", arguments=[{}])
+    )
+    assert result["ok"] is False and "not trusted" in result["error"]
+    assert (tree / "src" / "model" / "model.c").read_bytes() == before

@@ -9,7 +9,10 @@ table is written to the log. Every path a command is given must lie inside the w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import sys
 import uuid
 from collections import Counter
@@ -170,15 +173,19 @@ async def run_cli(
     ls: FixpointServer, title: str, argv: list[str], expect_json: bool = True
 ) -> dict[str, Any]:
     """Run `fixpoint ARGV` in the project root with progress and cancellation; its JSON result."""
+    if not ls.trusted:
+        raise CommandError("the workspace is not trusted: builds, flashing and generation are off in it")
     command = [sys.executable, "-m", "quantcore.cli", *argv]
     ls.window_log_message(
         lsp.LogMessageParams(type=lsp.MessageType.Info, message="running: " + " ".join(command))
     )
     progress = await _Progress.start(ls, title)
+    # A session of its own: cancelling must stop what the CLI started too (QEMU, gdb, the compiler).
     process = await asyncio.create_subprocess_exec(
-        *command, cwd=ls.index.root, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    progress.on_cancel(process.kill)
+        *command, cwd=ls.index.root, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    progress.on_cancel(lambda: _stop_group(process.pid))
     out, err = await process.communicate()
     progress.end("cancelled" if progress.cancelled else f"exit {process.returncode}")
     if progress.cancelled:
@@ -191,7 +198,7 @@ async def run_cli(
             raise CommandError(stderr.splitlines()[-1] if stderr else f"exit status {process.returncode}")
         return {"ok": True}
     try:
-        result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+        result: dict[str, Any] = _json_result(out.decode(errors="replace"))
     except (ValueError, IndexError):
         raise CommandError(
             stderr.splitlines()[-1] if stderr else f"no result (exit {process.returncode})"
@@ -200,6 +207,32 @@ async def run_cli(
     if process.returncode == 2:
         raise CommandError(result.get("error") or stderr)
     return result
+
+
+def _json_result(out: str) -> dict[str, Any]:
+    """The command's JSON: all of stdout (evaluate prints it indented), else its last line."""
+    text = out.strip()
+    try:
+        result = json.loads(text)
+    except ValueError:
+        result = json.loads(text.splitlines()[-1])
+    if not isinstance(result, dict):
+        raise ValueError("not a JSON object")
+    return result
+
+
+GRACE_S = 2.0
+
+
+def _stop_group(pid: int) -> None:
+    """SIGTERM the job's process group now (QEMU exits cleanly on it), SIGKILL what is left after GRACE_S."""
+
+    def signal_group(sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
+
+    signal_group(signal.SIGTERM)
+    asyncio.get_event_loop().call_later(GRACE_S, signal_group, signal.SIGKILL)
 
 
 def log_table(ls: FixpointServer, report: dict[str, Any]) -> None:
