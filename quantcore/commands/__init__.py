@@ -3,4 +3,14 @@
 A module's `register` adds its parser and sets `func` (args -> exit code). List new modules in COMMANDS.
 """
 
-COMMANDS = ["conformance", "cmsis_nn", "quantize", "evaluate", "generate", "build", "verify", "flash_verify"]
+COMMANDS = [
+    "conformance",
+    "cmsis_nn",
+    "quantize",
+    "evaluate",
+    "generate",
+    "build",
+    "verify",
+    "flash_verify",
+    "report",
+]

@@ -1,0 +1,90 @@
+"""Activation histograms for the report: what each activation's float values look like on the
+calibration set, beside the range the quantizer chose for it (its clipping thresholds).
+
+The quant-params JSON records, per activation, the observed min/max and the chosen range; the values
+themselves are not kept, so they are recomputed: the float model (onnxruntime, the same one calibration
+ran, equalized when the parameters are) over the calibration samples, one pass. The bins span the
+observed values and the chosen range together, so a clip and the tail it cuts are both visible; values
+outside the chosen range are counted as clipped (below and above). Each entry:
+
+    {"tensor", "layer" (its producer, or "input"), "dtype", "method", "scale", "zero_point",
+     "observed": {"min", "max"}, "range": {"min", "max"},
+     "histogram": {"edges": [bins + 1], "counts": [bins], "values": N, "clipped_low": n, "clipped_high": n}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+DEFAULT_BINS = 64
+BATCH = 64
+
+
+def activation_entries(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The activations of a quant-params document, in graph order (inputs, then layer outputs)."""
+    tensors = document["tensors"]
+    producers: dict[str, str] = {}
+    order = [i["name"] for i in document["model"]["inputs"]]
+    for layer in document["layers"]:
+        for out in layer["outputs"]:
+            producers.setdefault(out, layer["name"])
+            order.append(out)
+    entries = []
+    for name in dict.fromkeys(order):
+        tensor = tensors.get(name)
+        if tensor is None or tensor.get("kind") != "activation":
+            continue
+        entries.append({
+            "tensor": name,
+            "layer": producers.get(name, "input"),
+            "dtype": tensor.get("dtype", "int8"),
+            "method": tensor.get("method"),
+            "scale": float(tensor["scale"]),
+            "zero_point": int(tensor["zero_point"]),
+            "observed": {k: float(v) for k, v in tensor["observed"].items()},
+            "range": {k: float(v) for k, v in tensor["range"].items()},
+            "histogram": None,
+        })  # fmt: skip
+    return entries
+
+
+def compute(
+    loaded: Any, document: Mapping[str, Any], data: Any, bins: int = DEFAULT_BINS, batch: int = BATCH
+) -> list[dict[str, Any]]:
+    """The entries with their histograms over `data` (a quantcore.data.DataSet) through `loaded`'s
+    float model (a quantcore.pipeline.LoadedModel the document was made from)."""
+    from quantcore import pipeline
+
+    entries = activation_entries(document)
+    float_model = pipeline.float_model_for(loaded, document)
+    input_name = loaded.graph.inputs[0]
+    state: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        lo = min(entry["observed"]["min"], entry["range"]["min"])
+        hi = max(entry["observed"]["max"], entry["range"]["max"])
+        if not hi > lo:
+            hi = lo + max(abs(lo), 1.0) * 1e-6
+        state[entry["tensor"]] = {"edges": np.linspace(lo, hi, bins + 1), "counts": np.zeros(bins, np.int64)}
+        state[entry["tensor"]].update(values=0, low=0, high=0)
+    for x in data.batches(batch):
+        values = float_model.activations({input_name: x}, layout=False)
+        for entry in entries:
+            v = np.asarray(values[entry["tensor"]], np.float64).ravel()
+            s = state[entry["tensor"]]
+            s["counts"] += np.histogram(v, bins=s["edges"])[0]
+            s["values"] += v.size
+            s["low"] += int(np.count_nonzero(v < entry["range"]["min"]))
+            s["high"] += int(np.count_nonzero(v > entry["range"]["max"]))
+    for entry in entries:
+        s = state[entry["tensor"]]
+        entry["histogram"] = {
+            "edges": [float(e) for e in s["edges"]],
+            "counts": [int(c) for c in s["counts"]],
+            "values": int(s["values"]),
+            "clipped_low": int(s["low"]),
+            "clipped_high": int(s["high"]),
+        }
+    return entries
