@@ -26,9 +26,11 @@ REGENERATE = "fixpoint.regenerateModel"
 def check(ctx: CheckContext) -> list[Finding]:
     findings: list[Finding] = []
     for path in ctx.c_files():
+        header = ctx.derived("generated-header", path, read_header)  # cached until the file changes
+        if header is None:
+            continue
         text = ctx.text(path)
-        header = read_header(text) if text else None
-        if text is None or header is None:
+        if text is None:
             continue
         findings.extend(_sources(ctx, path, header))
         if not ctx.derived("intact", path, is_intact):
