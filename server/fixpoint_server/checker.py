@@ -22,7 +22,8 @@ from fixpoint_server.findings import Finding
 from fixpoint_server.index import WorkspaceIndex
 from fixpoint_server.rules import run_rules
 
-EDIT_DELAY = 0.02
+EDIT_DELAY = 0.005
+"""Short: keystrokes that arrive while a check runs are coalesced into the one run that follows it."""
 DISK_DELAY = 0.25
 MAX_WAIT = 2.0
 log = logging.getLogger(__name__)
