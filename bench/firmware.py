@@ -85,11 +85,10 @@ class Arena:
 
 
 @dataclass
-class TargetRow:
+class _Image:
+    """What one built image measures on one target: its sections and counted instructions."""
+
     target: str
-    arena_bytes: int | None = None
-    scratch_bytes: int | None = None
-    weight_bytes: int | None = None
     text: int | None = None
     data: int | None = None
     bss: int | None = None
@@ -99,15 +98,6 @@ class TargetRow:
     roi_intervals: int | None = None
     total_instructions: int | None = None
     """The whole count run: boot, init, the one invoke, the transcript."""
-    verify: str = "-"
-    """PASS / FAIL of the verification build (every layer of every case)."""
-    verify_mismatched_bytes: int | None = None
-    verify_cases: int | None = None
-    count_output: str = "-"
-    """PASS / FAIL of the count build's model output against the reference."""
-    vector_output: str | None = None
-    """ds_cnn_s only: case 0's output against CMSIS-NN's own expected output."""
-    note: str = ""
 
     @property
     def flash(self) -> int | None:
@@ -119,19 +109,27 @@ class TargetRow:
 
 
 @dataclass
-class FloatRow:
+class TargetRow(_Image):
+    arena_bytes: int | None = None
+    scratch_bytes: int | None = None
+    weight_bytes: int | None = None
+    verify: str = "-"
+    """PASS / FAIL of the verification build (every layer of every case)."""
+    verify_mismatched_bytes: int | None = None
+    verify_cases: int | None = None
+    count_output: str = "-"
+    """PASS / FAIL of the count build's model output against the reference."""
+    vector_output: str | None = None
+    """ds_cnn_s only: case 0's output against CMSIS-NN's own expected output."""
+    note: str = ""
+
+
+@dataclass
+class FloatRow(_Image):
     """The float32 baseline of a model on one target (bench/float_model)."""
 
-    target: str
     weight_bytes: int | None = None
     arena_bytes: int | None = None
-    text: int | None = None
-    data: int | None = None
-    bss: int | None = None
-    instructions: float | None = None
-    roi_instructions: int | None = None
-    roi_intervals: int | None = None
-    total_instructions: int | None = None
     int8_instructions: float | None = None
     """The int8 count build's instructions on the same target (TargetRow.instructions)."""
     max_abs_error: float | None = None
@@ -142,14 +140,6 @@ class FloatRow:
     check: str = "-"
     """PASS: every case within tolerance and the count image's outputs equal the check image's."""
     note: str = ""
-
-    @property
-    def flash(self) -> int | None:
-        return None if self.text is None or self.data is None else self.text + self.data
-
-    @property
-    def ram(self) -> int | None:
-        return None if self.data is None or self.bss is None else self.data + self.bss
 
     @property
     def ratio(self) -> float | None:

@@ -7,12 +7,24 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def _normal(rng: np.random.Generator, name: str, *shape: int, scale: float = 0.3) -> onnx.TensorProto:
+    return numpy_helper.from_array(rng.normal(0, scale, shape).astype(np.float32), name)
+
+
+def _opset13(graph: onnx.GraphProto, full_check: bool = False) -> onnx.ModelProto:
+    """The graph as a checked opset-13 model (IR version 8, as the importers' tests expect)."""
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=full_check)
+    return model
+
+
 def small_cnn(seed: int = 0, batch: int | str = "N") -> onnx.ModelProto:
     """Conv-BN-ReLU, MaxPool, depthwise Conv-Clip(0,6), Conv1x1-ReLU, GAP, Flatten, Gemm, Softmax."""
     rng = np.random.default_rng(seed)
 
     def init(name: str, *shape: int, scale: float = 0.3) -> onnx.TensorProto:
-        return numpy_helper.from_array(rng.normal(0, scale, shape).astype(np.float32), name)
+        return _normal(rng, name, *shape, scale=scale)
 
     inits = [
         init("c1.w", 8, 1, 3, 3, scale=0.5),
@@ -55,10 +67,7 @@ def small_cnn(seed: int = 0, batch: int | str = "N") -> onnx.ModelProto:
         [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, 10])],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return _opset13(graph)
 
 
 def outlier_cnn(seed: int = 0, factor: float = 40.0, batch: int | str = "N") -> onnx.ModelProto:
@@ -97,10 +106,7 @@ def outlier_cnn(seed: int = 0, factor: float = 40.0, batch: int | str = "N") -> 
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return _opset13(graph)
 
 
 def residual_cnn(seed: int = 0, batch: int | str = 1) -> onnx.ModelProto:
@@ -111,7 +117,7 @@ def residual_cnn(seed: int = 0, batch: int | str = 1) -> onnx.ModelProto:
     rng = np.random.default_rng(seed)
 
     def init(name: str, *shape: int, scale: float = 0.3) -> onnx.TensorProto:
-        return numpy_helper.from_array(rng.normal(0, scale, shape).astype(np.float32), name)
+        return _normal(rng, name, *shape, scale=scale)
 
     inits = [
         init("c1.w", 8, 1, 3, 3, scale=0.5),
@@ -181,7 +187,4 @@ def residual_cnn(seed: int = 0, batch: int | str = 1) -> onnx.ModelProto:
         [helper.make_tensor_value_info("probs", TensorProto.FLOAT, [batch, 10])],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model, full_check=True)
-    return model
+    return _opset13(graph, full_check=True)

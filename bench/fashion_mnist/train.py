@@ -24,11 +24,11 @@ from pathlib import Path
 import fmnist
 import numpy as np
 import torch
+from fitting import fit
 from models import MODELS, OutlierNet, add_outlier_channels
 from torch import nn
 
 OPSET = 13
-BATCH = 128
 # Rescaling multiplies channels by up to 60 and divides by the same factor downstream; in float32 the
 # products round differently, so outputs differ by a few ulps of the logits' magnitude (~1e-5), not zero.
 RESCALE_TOLERANCE = 1e-4
@@ -45,26 +45,7 @@ def parse_args() -> argparse.Namespace:
 
 def train(name: str, x: np.ndarray, y: np.ndarray, epochs: int) -> nn.Module:
     torch.manual_seed(fmnist.SEED)
-    net = MODELS[name]()
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    steps = epochs * ((len(x) + BATCH - 1) // BATCH)
-    opt = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
-    gen = torch.Generator().manual_seed(fmnist.SEED)
-    net.train()
-    for epoch in range(epochs):
-        perm = torch.randperm(len(x), generator=gen)
-        total = 0.0
-        for start in range(0, len(x), BATCH):
-            idx = perm[start : start + BATCH]
-            loss = nn.functional.cross_entropy(net(xt[idx]), yt[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += loss.item() * len(idx)
-        print(f"  {name} epoch {epoch + 1}/{epochs}: loss {total / len(x):.4f}", flush=True)
-    return net.eval()
+    return fit(MODELS[name](), x, y, epochs, lr=3e-3, label=f"{name} ")
 
 
 @torch.no_grad()

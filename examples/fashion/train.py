@@ -38,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "bench" / "fashion_mnist"))
 
 import fmnist  # noqa: E402  (bench/fashion_mnist: the idx reader, the data folder, the class names)
+from fitting import fit  # noqa: E402  (the training loop the benchmark networks share)
 from models import _conv_bn  # noqa: E402
 
 # bench/fashion_mnist/train.py (the ONNX export and its check), loaded under another name than this file's.
@@ -55,7 +56,6 @@ CALIB_SAMPLES = 300
 TEST_SAMPLES = 500
 FIRMWARE_IMAGES = 8
 EPOCHS = 6
-BATCH = 128
 
 
 class Block(nn.Module):
@@ -133,25 +133,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def train(net: nn.Module, x: np.ndarray, y: np.ndarray, epochs: int) -> nn.Module:
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-    steps = epochs * ((len(x) + BATCH - 1) // BATCH)
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-2, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=steps)
-    gen = torch.Generator().manual_seed(SEED)
-    net.train()
-    for epoch in range(epochs):
-        perm = torch.randperm(len(x), generator=gen)
-        total = 0.0
-        for start in range(0, len(x), BATCH):
-            idx = perm[start : start + BATCH]
-            loss = nn.functional.cross_entropy(net(xt[idx]), yt[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += loss.item() * len(idx)
-        print(f"  epoch {epoch + 1}/{epochs}: loss {total / len(x):.4f}", flush=True)
-    return net.eval()
+    return fit(net, x, y, epochs, lr=1e-2)
 
 
 def save_npz(path: Path, **arrays: np.ndarray) -> None:

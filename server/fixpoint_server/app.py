@@ -51,9 +51,8 @@ class FixpointServer(LanguageServer):
         project = settings.with_severities(project, self.editor_severity)
         self.index.project = project
         self.index.scan()
-        self.index.project = settings.discover(
-            root, project, self.index.context().files_of(*_PARAMS), self.index.context().c_files()
-        )
+        ctx = self.index.context()
+        self.index.project = settings.discover(root, project, ctx.files_of(*_PARAMS), ctx.c_files())
         for finding in self.project_findings:
             self.window_show_message(
                 lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=finding.message)
@@ -67,9 +66,8 @@ class FixpointServer(LanguageServer):
 
     def publish(self, grouped: dict[Path, list[Finding]]) -> None:
         for path, findings in grouped.items():
-            diags = [
-                diagnostics.diagnostic(f, diagnostics.Positions(path, self.index.read)) for f in findings
-            ]
+            positions = diagnostics.Positions(path, self.index.read)
+            diags = [diagnostics.diagnostic(f, positions) for f in findings]
             version = self.index.open_docs.get(path, (None, ""))[0]
             self.text_document_publish_diagnostics(
                 lsp.PublishDiagnosticsParams(uri=path.as_uri(), diagnostics=diags, version=version)

@@ -76,16 +76,6 @@ def diagnostic(finding: Finding, positions: Positions) -> lsp.Diagnostic:
     )
 
 
-def by_uri(findings: Iterable[Finding], read: Reader) -> dict[str, list[lsp.Diagnostic]]:
-    """Diagnostics grouped by document URI."""
-    grouped: dict[str, list[lsp.Diagnostic]] = {}
-    positions: dict[Path, Positions] = {}
-    for finding in findings:
-        conv = positions.setdefault(finding.path, Positions(finding.path, read))
-        grouped.setdefault(finding.path.as_uri(), []).append(diagnostic(finding, conv))
-    return grouped
-
-
 def workspace_edit(edits: Iterable[Edit], read: Reader) -> lsp.WorkspaceEdit:
     changes: dict[str, list[lsp.TextEdit]] = {}
     positions: dict[Path, Positions] = {}

@@ -50,10 +50,7 @@ def _changed(ls: FixpointServer, path: Path, event_type: str) -> None:
         ls.reload_project()
         ls.checker.request(DISK_DELAY)
         return
-    relevant = ls.index.deleted(path) if event_type in ("deleted", "moved") and not path.exists() else None
-    if relevant is None:
-        relevant = ls.index.changed_on_disk(path)
-    if relevant:
+    if ls.index.changed_on_disk(path):  # a path that is no longer a file counts as deleted there
         ls.checker.request(DISK_DELAY)
 
 

@@ -222,10 +222,6 @@ class CheckContext:
         return result
 
 
-def severity_overrides(project: Project) -> Mapping[str, str]:
-    return project.checks.severity
-
-
 def kernel_globs(ctx: CheckContext) -> Iterable[str]:
     """Globs of the sources the optimisation policy applies to: CMSIS-NN's and the generated folder."""
     yield from ctx.project.checks.kernel_sources

@@ -29,9 +29,6 @@ def check(ctx: CheckContext) -> list[Finding]:
         header = ctx.derived("generated-header", path, read_header)  # cached until the file changes
         if header is None:
             continue
-        text = ctx.text(path)
-        if text is None:
-            continue
         findings.extend(_sources(ctx, path, header))
         if not ctx.derived("intact", path, is_intact):
             findings.append(_edited(ctx, path, header))

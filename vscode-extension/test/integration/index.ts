@@ -65,12 +65,9 @@ async function restarted(api: FixpointApi, change: () => Thenable<void> | Promis
   }
 }
 
-export async function run(): Promise<void> {
-  if (process.env.FIXPOINT_E2E_MODE === 'untrusted') return runUntrusted();
-  const out = process.env.FIXPOINT_E2E_OUT;
-  const flash = process.env.FIXPOINT_E2E_FLASH === '1';
-  const steps: Step[] = [];
-  const step = async (name: string, fn: () => Promise<unknown>): Promise<void> => {
+/** Runs one named step, records it in `steps` and logs it; a Skip is recorded as skipped, not failed. */
+function stepRunner(steps: Step[]): (name: string, fn: () => Promise<unknown>) => Promise<void> {
+  return async (name, fn) => {
     const t = Date.now();
     try {
       const detail = await fn();
@@ -87,6 +84,14 @@ export async function run(): Promise<void> {
       throw e;
     }
   };
+}
+
+export async function run(): Promise<void> {
+  if (process.env.FIXPOINT_E2E_MODE === 'untrusted') return runUntrusted();
+  const out = process.env.FIXPOINT_E2E_OUT;
+  const flash = process.env.FIXPOINT_E2E_FLASH === '1';
+  const steps: Step[] = [];
+  const step = stepRunner(steps);
   const config = () => vscode.workspace.getConfiguration('fixpoint');
   try {
     const folder = vscode.workspace.workspaceFolders![0].uri;
@@ -249,23 +254,7 @@ async function runUntrusted(): Promise<void> {
   const out = process.env.FIXPOINT_E2E_OUT;
   const work = process.env.FIXPOINT_E2E_WORK ?? '';
   const steps: Step[] = [];
-  const step = async (name: string, fn: () => Promise<unknown>): Promise<void> => {
-    const t = Date.now();
-    try {
-      const detail = await fn();
-      steps.push({ name, ok: true, ms: Date.now() - t, detail });
-      console.log(`ok    ${name} (${Date.now() - t} ms)`);
-    } catch (e) {
-      if (e instanceof Skip) {
-        steps.push({ name, ok: true, ms: Date.now() - t, skipped: true, detail: e.message });
-        console.log(`NOTE  skipped ${name}: ${e.message}`);
-        return;
-      }
-      steps.push({ name, ok: false, ms: Date.now() - t, error: String((e as Error)?.stack ?? e) });
-      console.log(`FAIL  ${name}: ${String(e)}`);
-      throw e;
-    }
-  };
+  const step = stepRunner(steps);
   try {
     const folder = vscode.workspace.workspaceFolders![0].uri;
     const modelC = vscode.Uri.joinPath(folder, 'src', 'model', 'model.c');
