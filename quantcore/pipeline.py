@@ -23,12 +23,21 @@ from quantcore.ir import Graph
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
-from quantcore.quantize.document import DocumentError, equalization_applied, from_document, to_document
+from quantcore.quantize.bias_correction import correct_biases
+from quantcore.quantize.document import (
+    DocumentError,
+    equalization_applied,
+    finetuned_weights,
+    float_graph_for,
+    from_document,
+    to_document,
+)
 from quantcore.quantize.graph import QuantConfig, quantize_graph
 from quantcore.runtime.onnx_float import OnnxFloat
 from quantcore.verify.evaluate import evaluate_graphs, float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import EvaluationReport
+from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes, layer_sensitivity
 
 SELECTION_SAMPLES = 256
 """Calibration samples the automatic choices (equalization) are scored on: output SQNR averages over
@@ -53,6 +62,8 @@ class QuantizeOptions:
     equalize: bool | None = None
     """Cross-layer equalization: True/False force it; None (auto) keeps whichever of the two gives the
     higher output SQNR on the calibration set."""
+    bias_correction: bool | None = None
+    """Empirical bias correction (quantcore/quantize/bias_correction.py), forced or (None) automatic."""
     batch_size: int = 64
     progress: bool = False
 
@@ -99,29 +110,66 @@ def check_supported(graph: Graph, source: str) -> None:
 def quantize(
     model: LoadedModel, data: DataSet, options: QuantizeOptions = QuantizeOptions()
 ) -> QuantizeResult:
-    plan = CalibrationPlan(options.method, dict(options.per_layer), options.batch_size, options.progress)
+    """Calibrate and quantize; in auto mode each transform is kept only if it raises the output SQNR.
+
+    Every combination of the transforms left open (equalization, bias correction) is quantized and
+    scored on the first SELECTION_SAMPLES calibration samples; the best one is kept, and a tie leaves the
+    model as it is (no transform)."""
+    plan = _calibration_plan(options)
     config = QuantConfig(options.per_channel, options.rounding, options.int16_layers)
     equalized = equalize(model.graph)
-    choices = [False, True] if options.equalize is None else [options.equalize]
+    eq_choices = [False, True] if options.equalize is None else [options.equalize]
     if not equalized.pairs or (options.equalize is None and equalized.spread <= EQUALIZE_SPREAD):
-        choices = [False]  # nothing (worth) equalizing: no need to quantize and score twice
-    candidates = {}
-    for applied in choices:
-        graph, float_model = (
-            (equalized.graph, _equalized_float(model, equalized))
-            if applied
-            else (
-                model.graph,
-                model.float_model,
-            )
-        )
+        eq_choices = [False]  # nothing (worth) equalizing: no need to quantize and score twice
+    bc_choices = [False, True] if options.bias_correction is None else [options.bias_correction]
+    selection = data.head(SELECTION_SAMPLES)
+    candidates: dict[tuple[bool, bool], _Candidate] = {}
+    for eq in eq_choices:
+        graph, float_model = (equalized.graph, _equalized_float(model, equalized)) if eq else (
+            model.graph, model.float_model)  # fmt: skip
         calibration, summary = calibrate(graph, float_model, data, plan)
-        candidates[applied] = (quantize_graph(graph, calibration, config), summary)
-    sqnr = _output_sqnr(model, data, {k: q for k, (q, _) in candidates.items()}, options.batch_size)
-    applied = max(candidates, key=lambda k: (sqnr.get(k, 0.0), not k))  # ties: leave the model as it is
-    qgraph, summary = candidates[applied]
-    transforms = {"cross_layer_equalization": _equalization_entry(options.equalize, applied, equalized, sqnr)}
-    return QuantizeResult(model, qgraph, to_document(qgraph, summary, transforms))
+        qgraph = quantize_graph(graph, calibration, config)
+        for bc in bc_choices:
+            corrected, corrections = (
+                correct_biases(graph, qgraph, selection, options.batch_size) if bc else (qgraph, {})
+            )
+            candidates[(eq, bc)] = _Candidate(corrected, summary, corrections)
+    sqnr = _output_sqnr(model, selection, {k: c.qgraph for k, c in candidates.items()}, options.batch_size)
+    # Ties (and no choice at all) keep the model as it is: fewer transforms first.
+    chosen = max(candidates, key=lambda k: (sqnr.get(k, 0.0), not k[0], not k[1]))
+    best = candidates[chosen]
+    eq, bc = chosen
+    transforms = {
+        "cross_layer_equalization": _equalization_entry(
+            options.equalize, eq, equalized, _pair(sqnr, (False, bc), (True, bc))
+        ),
+        "bias_correction": _bias_correction_entry(
+            options.bias_correction,
+            bc,
+            best.corrections,
+            len(selection),
+            _pair(sqnr, (eq, False), (eq, True)),
+        ),
+    }
+    return QuantizeResult(model, best.qgraph, to_document(best.qgraph, best.summary, transforms))
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    qgraph: Graph
+    summary: dict[str, Any]
+    corrections: Mapping[str, Any]
+
+
+def _calibration_plan(options: QuantizeOptions) -> CalibrationPlan:
+    return CalibrationPlan(options.method, dict(options.per_layer), options.batch_size, options.progress)
+
+
+def _pair(
+    sqnr: Mapping[tuple[bool, bool], float], off: tuple[bool, bool], on: tuple[bool, bool]
+) -> dict[bool, float]:
+    """The scores of a transform off and on, the other transform as chosen; empty unless both ran."""
+    return {False: sqnr[off], True: sqnr[on]} if off in sqnr and on in sqnr else {}
 
 
 def _equalized_float(model: LoadedModel, equalized: Equalized) -> ChannelScaled:
@@ -129,12 +177,11 @@ def _equalized_float(model: LoadedModel, equalized: Equalized) -> ChannelScaled:
 
 
 def _output_sqnr(
-    model: LoadedModel, data: DataSet, qgraphs: Mapping[bool, Graph], batch_size: int
-) -> dict[bool, float]:
-    """Output SQNR on the calibration set of each candidate, when there is a choice to make."""
+    model: LoadedModel, data: DataSet, qgraphs: Mapping[tuple[bool, bool], Graph], batch_size: int
+) -> dict[tuple[bool, bool], float]:
+    """Output SQNR on the selection samples of each candidate, when there is a choice to make."""
     if len(qgraphs) < 2:
         return {}
-    data = data.head(SELECTION_SAMPLES)
     reference = float_outputs(model.float_model, model.graph, data, batch_size)
     return {k: output_sqnr_db([reference], [int8_outputs(q, data, batch_size)]) for k, q in qgraphs.items()}
 
@@ -149,9 +196,28 @@ def _equalization_entry(
         "spread": round(equalized.spread, 3),
     }
     if sqnr:
-        finite = {k: (round(v, 3) if math.isfinite(v) else None) for k, v in sqnr.items()}
-        entry["output_sqnr_db"] = {"off": finite[False], "on": finite[True]}
+        entry["output_sqnr_db"] = _scores(sqnr)
     return entry
+
+
+def _bias_correction_entry(
+    mode: bool | None, applied: bool, corrections: Mapping[str, Any], samples: int, sqnr: Mapping[bool, float]
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "mode": "auto" if mode is None else ("on" if mode else "off"),
+        "applied": applied,
+    }
+    if applied:
+        entry["samples"] = samples
+        entry["layers"] = {name: [float(v) for v in delta] for name, delta in corrections.items()}
+    if sqnr:
+        entry["output_sqnr_db"] = _scores(sqnr)
+    return entry
+
+
+def _scores(sqnr: Mapping[bool, float]) -> dict[str, float | None]:
+    finite = {k: (round(v, 3) if math.isfinite(v) else None) for k, v in sqnr.items()}
+    return {"off": finite[False], "on": finite[True]}
 
 
 def float_model_for(model: LoadedModel, document: Mapping[str, Any]) -> Any:
@@ -168,9 +234,14 @@ def evaluate(
     params_file: str = "",
     batch_size: int = 64,
     progress: bool = False,
+    finetuned: Mapping[str, Any] | None = None,
 ) -> EvaluationReport:
+    """`finetuned`: the fine-tuned weights of a QAT document held in memory; by default they are read
+    from the sidecar file next to `params_file`."""
     check_same_model(model, document, params_file)
-    qgraph = from_document(model.graph, document)
+    if finetuned is None and params_file:
+        finetuned = finetuned_weights(document, params_file)
+    qgraph = from_document(model.graph, document, finetuned)
     return evaluate_graphs(
         float_model_for(model, document),
         qgraph,
@@ -180,6 +251,40 @@ def evaluate(
         batch_size=batch_size,
         progress=progress,
     )
+
+
+def sensitivity(
+    model: LoadedModel,
+    document: Mapping[str, Any],
+    data: DataSet,
+    params_file: str = "",
+    gradients: bool = True,
+    batch_size: int = 64,
+    finetuned: Mapping[str, Any] | None = None,
+) -> SensitivityReport:
+    """Each layer quantized alone (quantcore/verify/sensitivity.py), on the float graph the document's
+    parameters belong to; with `gradients` also the loss-gradient ranking (skipped without torch)."""
+    check_same_model(model, document, params_file)
+    if finetuned is None and params_file:
+        finetuned = finetuned_weights(document, params_file)
+    float_graph = float_graph_for(model.graph, document, finetuned)
+    qgraph = from_document(model.graph, document, finetuned)
+    magnitudes = gradient_magnitudes(float_graph, data, batch_size) if gradients and _has_torch() else None
+    return layer_sensitivity(
+        float_graph,
+        qgraph,
+        data,
+        batch_size=batch_size,
+        gradients=magnitudes,
+        model=model.path.name,
+        params_file=params_file,
+    )
+
+
+def _has_torch() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
 
 
 def check_same_model(model: LoadedModel, document: Mapping[str, Any], params_file: str) -> None:

@@ -139,13 +139,27 @@ OUTLIER_RESCALES: tuple[tuple[str, str, int, float], ...] = (
 
 
 @torch.no_grad()
-def add_outlier_channels(net: OutlierNet) -> None:
-    """Apply OUTLIER_RESCALES in place (function preserving through ReLU, max pool and average pool)."""
+def add_outlier_channels(net: OutlierNet, producers: tuple[str, ...] | None = None, undo: bool = False) -> None:
+    """Apply OUTLIER_RESCALES in place (function preserving through ReLU, max pool and average pool): all
+    of them, or those of the given producer layers; `undo` divides instead (the net before rescaling)."""
     for producer, consumer, k, factor in OUTLIER_RESCALES:
+        if producers is not None and producer not in producers:
+            continue
+        factor = 1.0 / factor if undo else factor
         p, c = getattr(net, producer), getattr(net, consumer)
         p.weight[k] *= factor
         p.bias[k] *= factor
         c.weight[:, k] /= factor
+
+
+OUTLIER_VARIANTS: dict[str, tuple[str, ...]] = {
+    "plain": (),
+    "outlier1": ("conv1",),
+    "outlier2": ("conv1", "conv2"),
+    "outlier": ("conv1", "conv2", "conv3"),
+}
+"""The outlier net before its rescales ("plain", trained without BatchNorm), with the rescales of one
+layer, of two, and of all three (the "outlier" model train.py writes): the same float function."""
 
 
 MODELS: dict[str, Callable[[], nn.Module]] = {

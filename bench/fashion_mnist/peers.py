@@ -91,13 +91,16 @@ class _Reader:
         self._it = iter({self.name: b} for b in _batches(self.x, ORT_CALIB_BATCH))
 
 
-def ort_quantize(model_path: Path, calib_x: np.ndarray, method: str, workdir: Path) -> tuple[Path, float]:
+def ort_quantize(
+    model_path: Path, calib_x: np.ndarray, method: str, workdir: Path, per_channel: bool = True
+) -> tuple[Path, float]:
     """(the QDQ model, seconds of quant_pre_process + quantize_static)."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     pre = workdir / f"{model_path.stem}.pre.onnx"
-    out = workdir / f"{model_path.stem}.{method.lower()}.qdq.onnx"
+    granularity = "pc" if per_channel else "pt"
+    out = workdir / f"{model_path.stem}.{method.lower()}.{granularity}.qdq.onnx"
     start = time.perf_counter()
     with _quiet():
         quant_pre_process(str(model_path), str(pre))
@@ -106,7 +109,7 @@ def ort_quantize(model_path: Path, calib_x: np.ndarray, method: str, workdir: Pa
             str(out),
             _Reader("input", calib_x),
             quant_format=QuantFormat.QDQ,
-            per_channel=True,
+            per_channel=per_channel,
             activation_type=QuantType.QInt8,
             weight_type=QuantType.QInt8,
             calibrate_method=getattr(CalibrationMethod, method),

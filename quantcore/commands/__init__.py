@@ -8,6 +8,7 @@ COMMANDS = [
     "cmsis_nn",
     "quantize",
     "evaluate",
+    "sensitivity",
     "generate",
     "build",
     "verify",

@@ -100,7 +100,7 @@ class Model:
 def load_model(ctx: Context, required: bool) -> Model | None:
     from quantcore import pipeline
     from quantcore.quantize import params_json
-    from quantcore.quantize.document import from_document
+    from quantcore.quantize.document import finetuned_weights, from_document
 
     model = getattr(ctx.args, "model", None) or ctx.project.model
     params = getattr(ctx.args, "params", None) or ctx.project.params
@@ -116,7 +116,8 @@ def load_model(ctx: Context, required: bool) -> Model | None:
     loaded = pipeline.load_model(model)
     document = params_json.load(Path(params))
     pipeline.check_same_model(loaded, document, str(params))
-    return Model(loaded, document, from_document(loaded.graph, document), str(params))
+    qgraph = from_document(loaded.graph, document, finetuned_weights(document, params))
+    return Model(loaded, document, qgraph, str(params))
 
 
 def sources(ctx: Context, model: Model | None) -> Path:

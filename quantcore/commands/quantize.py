@@ -47,9 +47,20 @@ def register(sub: Any) -> None:
         help="cross-layer equalization: auto keeps it where it raises the output SQNR on the calibration"
         " set (default); on/off force it",
     )
+    p.add_argument(
+        "--bias-correction",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="empirical bias correction: auto keeps it where it raises the output SQNR on the calibration"
+        " set (default); on/off force it",
+    )
     p.add_argument("--samples", type=int, default=None, help="use only the first N calibration samples")
     p.add_argument("-o", "--output", required=True, metavar="PARAMS_JSON")
     p.set_defaults(func=run)
+
+
+_MODES = {"auto": None, "on": True, "off": False}
+_TRANSFORMS = {"cross_layer_equalization": "cross-layer equalized", "bias_correction": "bias corrected"}
 
 
 def _method(name: str, percentile: float) -> Any:
@@ -80,16 +91,18 @@ def run(args: argparse.Namespace) -> int:
         per_channel=not args.per_tensor,
         rounding=Rounding(args.rounding),
         int16_layers=frozenset(args.int16),
-        equalize={"auto": None, "on": True, "off": False}[args.equalize],
+        equalize=_MODES[args.equalize],
+        bias_correction=_MODES[args.bias_correction],
         progress=sys.stderr.isatty(),
     )
     result = pipeline.quantize(model, calib, options)
     params_json.write(Path(args.output), result.document)
     layers = sum(1 for layer in result.document["layers"] if layer["kernel"])
-    equalized = result.document["transforms"]["cross_layer_equalization"]["applied"]
+    transforms = result.document["transforms"]
+    applied = [label for key, label in _TRANSFORMS.items() if transforms[key]["applied"]]
     print(
         f"{args.output}: {layers} layers quantized from {len(calib)} samples ({args.method},"
-        f" {'per-tensor' if args.per_tensor else 'per-channel'}"
-        f"{', cross-layer equalized' if equalized else ''}) in {time.perf_counter() - started:.2f} s"
+        f" {', '.join(['per-tensor' if args.per_tensor else 'per-channel', *applied])})"
+        f" in {time.perf_counter() - started:.2f} s"
     )
     return 0

@@ -2,11 +2,19 @@
 back. The JSON is the source of truth downstream (evaluation, code generation, the editor's checks): a
 graph rebuilt from it takes every scale, zero point and kernel parameter from the file, and recomputes
 only the integer weights and biases, from the model, with the file's scales.
+
+The JSON holds no weights. Parameters made by quantization-aware training belong to fine-tuned float
+weights, which live in a sidecar .npz next to the JSON (one array per IR constant, by tensor name); the
+document's "finetuned" entry names that file and its SHA-256, and `finetuned_weights` reads and checks it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +23,7 @@ from quantcore import __version__
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.passes.equalize import equalize
+from quantcore.quantize.bias_correction import corrected_bias
 from quantcore.quantize.lowering import avgpool_as_depthwise
 from quantcore.quantize.params_json import FORMAT, VERSION
 from quantcore.quantize.precision import S16_CAPABLE, assign_precision
@@ -29,7 +38,10 @@ class DocumentError(QuantcoreError):
 
 
 def to_document(
-    qgraph: Graph, calibration: Mapping[str, Any], transforms: Mapping[str, Any] | None = None
+    qgraph: Graph,
+    calibration: Mapping[str, Any],
+    transforms: Mapping[str, Any] | None = None,
+    finetuned: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     meta = qgraph.meta
     document = {
@@ -54,12 +66,14 @@ def to_document(
     }
     if transforms:
         document["transforms"] = dict(transforms)
+    if finetuned:
+        document["finetuned"] = dict(finetuned)
     return _ordered(document)
 
 
 def _ordered(document: dict[str, Any]) -> dict[str, Any]:
-    """Keys in the order a reader meets them: transforms right after calibration."""
-    order = ["format", "version", "generator", "model", "scheme", "calibration", "transforms"]
+    """Keys in the order a reader meets them: transforms and fine-tuning right after calibration."""
+    order = ["format", "version", "generator", "model", "scheme", "calibration", "transforms", "finetuned"]
     return {k: document[k] for k in [*order, *document] if k in document}
 
 
@@ -162,21 +176,20 @@ def _layer(graph: Graph, node: Node) -> dict[str, Any]:
 # -- back: document + prepared float graph -> quantized graph -------------------------------------
 
 
-def from_document(graph: Graph, doc: Mapping[str, Any]) -> Graph:
-    """Apply a (validated) document to the prepared float graph of the same model."""
-    if equalization_applied(doc):
-        graph = equalize(graph).graph  # deterministic: the same weights the quantizer calibrated
+def from_document(
+    graph: Graph, doc: Mapping[str, Any], finetuned: Mapping[str, np.ndarray] | None = None
+) -> Graph:
+    """Apply a (validated) document to the prepared float graph of the same model.
+
+    A document with a "finetuned" entry needs those weights (`finetuned_weights(doc, params_path)`).
+    """
+    graph = float_graph_for(graph, doc, finetuned)
     tensors = doc["tensors"]
     wide = [
         layer["name"]
         for layer in doc["layers"]
         if layer["op"] in _S16_OPS and tensors.get(layer["outputs"][0], {}).get("dtype") == "int16"
     ]
-    for layer in doc["layers"]:  # pools the quantizer lowered to depthwise convolutions
-        if layer["op"] == "depthwise_conv2d" and layer["name"] in {n.name for n in graph.nodes}:
-            node = graph.node(layer["name"])
-            if node.op is Op.AVG_POOL:
-                graph = avgpool_as_depthwise(graph, node)
     graph, _ = assign_precision(graph, wide)
     updated = []
     for tensor in graph.activations():
@@ -186,6 +199,7 @@ def from_document(graph: Graph, doc: Mapping[str, Any]) -> Graph:
         updated.append(tensor.evolve(dtype=_dtype(entry["dtype"]), quant=_activation_quant(entry)))
     graph = graph.with_tensors(*updated)
     layers = {layer["name"]: (i, layer) for i, layer in enumerate(doc["layers"])}
+    corrections = bias_corrections(doc)
     nodes = []
     for node in graph.nodes:
         if node.name not in layers:
@@ -193,13 +207,88 @@ def from_document(graph: Graph, doc: Mapping[str, Any]) -> Graph:
                 f"$.layers: no layer named {node.name!r}; regenerate the parameters for this model"
             )
         index, layer = layers[node.name]
-        node, constants = _apply_layer(graph, node, layer, tensors, index)
+        node, constants = _apply_layer(graph, node, layer, tensors, index, corrections.get(node.name))
         graph = graph.with_tensors(*constants)
         nodes.append(node)
     scheme = doc["scheme"]
     return graph.evolve(
         nodes=nodes, meta={**graph.meta, "rounding": scheme["rounding"], "weights": scheme["weights"]}
     )
+
+
+def float_graph_for(
+    graph: Graph, doc: Mapping[str, Any], finetuned: Mapping[str, np.ndarray] | None = None
+) -> Graph:
+    """The float graph the document's parameters were computed on: the prepared graph, equalized when
+    the document says so, with its fine-tuned constants, and with the average pools the quantizer
+    lowered to depthwise convolutions lowered again."""
+    if equalization_applied(doc):
+        graph = equalize(graph).graph  # deterministic: the same weights the quantizer calibrated
+    graph = _with_finetuned(graph, doc, finetuned)
+    for layer in doc["layers"]:
+        if layer["op"] == "depthwise_conv2d" and layer["name"] in {n.name for n in graph.nodes}:
+            node = graph.node(layer["name"])
+            if node.op is Op.AVG_POOL:
+                graph = avgpool_as_depthwise(graph, node)
+    return graph
+
+
+def finetuned_weights(doc: Mapping[str, Any], params_path: str | os.PathLike[str]) -> dict[str, np.ndarray] | None:
+    """The fine-tuned constants of a document (None when it has none), read from the sidecar file its
+    "finetuned" entry names, in the folder of the JSON at `params_path`, and checked against the SHA-256
+    the entry records."""
+    entry = doc.get("finetuned")
+    if entry is None:
+        return None
+    params = Path(params_path)
+    path = params.parent / entry["weights"]
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DocumentError(
+            f"{path}: cannot read the fine-tuned weights {params.name} was made with"
+            f" ({exc.strerror or exc}); keep {path.name} next to {params.name}, or re-run fixpoint qat"
+        ) from exc
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != entry["sha256"]:
+        raise DocumentError(
+            f"{path}: sha256 {digest[:12]}..., but {params.name} records {entry['sha256'][:12]}... for it:"
+            " the fine-tuned weights changed after fixpoint qat wrote them; restore the file written"
+            " with the JSON, or re-run fixpoint qat to write both again"
+        )
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except (OSError, ValueError) as exc:
+        raise DocumentError(f"{path}: not a readable .npz of weights ({exc}); re-run fixpoint qat") from exc
+
+
+def _with_finetuned(
+    graph: Graph, doc: Mapping[str, Any], finetuned: Mapping[str, np.ndarray] | None
+) -> Graph:
+    entry = doc.get("finetuned")
+    if entry is None:
+        return graph
+    if finetuned is None:
+        raise DocumentError(
+            f"$.finetuned: the parameters belong to the fine-tuned weights in {entry['weights']!r}, which"
+            " were not loaded; read them with finetuned_weights(document, params_path)"
+        )
+    tensors = []
+    for name, values in finetuned.items():
+        tensor = graph.tensors.get(name)
+        if tensor is None or not tensor.is_constant:
+            raise DocumentError(
+                f"{entry['weights']}: {name!r} is not a constant of the model; the weights were"
+                " fine-tuned for another model: re-run fixpoint qat for this one"
+            )
+        if tuple(values.shape) != tuple(tensor.shape):
+            raise DocumentError(
+                f"{entry['weights']}: {name!r} has shape {list(values.shape)}, the model's has"
+                f" {list(tensor.shape)}: re-run fixpoint qat for this model"
+            )
+        tensors.append(tensor.evolve(data=np.asarray(values, np.float32)))
+    return graph.with_tensors(*tensors)
 
 
 def _dtype(label: str) -> DType:
@@ -219,8 +308,19 @@ def _activation_quant(entry: Mapping[str, Any]) -> QuantParams:
     )
 
 
+def bias_corrections(doc: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Per layer, what empirical bias correction subtracted from the float bias ({} when not applied)."""
+    entry = doc.get("transforms", {}).get("bias_correction", {})
+    return dict(entry.get("layers", {})) if entry.get("applied", False) else {}
+
+
 def _apply_layer(
-    graph: Graph, node: Node, layer: Mapping[str, Any], tensors: Mapping[str, Any], index: int
+    graph: Graph,
+    node: Node,
+    layer: Mapping[str, Any],
+    tensors: Mapping[str, Any],
+    index: int,
+    correction: list[float] | None = None,
 ) -> tuple[Node, list[Tensor]]:
     path = f"$.layers[{index}]"
     if layer["op"] != node.op.json_name:
@@ -239,8 +339,15 @@ def _apply_layer(
             f'$.tensors["{layer["weights"]}"].shape: {w_entry["shape"]}, but the model has {list(w.shape)}'
         )
     q_w = quantize_weights(w, w_scale, axis)
-    channels = w.shape[3 if axis == 3 else 0]
+    channels = w.shape[3 if node.op is Op.DEPTHWISE_CONV2D else 0]  # per-tensor weights have no axis
     b = graph.constant(node.inputs[2]) if node.inputs[2] else np.zeros(channels, np.float32)
+    if correction is not None:
+        if len(correction) != channels:
+            raise DocumentError(
+                f"$.transforms.bias_correction.layers[{node.name!r}]: {len(correction)} values, but the layer"
+                f" has {channels} output channels; re-run fixpoint quantize for this model"
+            )
+        b = corrected_bias(b, correction)
     b_scale = np.broadcast_to(np.asarray(b_entry["scale"], np.float64), (channels,))
     q_b = quantize_bias(b, 1.0, b_scale, wide=b_entry["dtype"] == "int64")
     wq = Tensor(

@@ -83,7 +83,7 @@ def _with_copies(calibration: Calibration, copies: Mapping[str, str]) -> Calibra
     return Calibration(extend(calibration.ranges), extend(calibration.observed), extend(calibration.methods))
 
 
-def _groups(graph: Graph) -> dict[str, str]:
+def activation_groups(graph: Graph) -> dict[str, str]:
     """Union-find over tensors that must share qparams; maps every activation to its group's root."""
     parent = {t.name: t.name for t in graph.activations()}
 
@@ -103,7 +103,7 @@ def _groups(graph: Graph) -> dict[str, str]:
 
 
 def _activation_qparams(graph: Graph, calibration: Calibration) -> dict[str, Tensor]:
-    groups = _groups(graph)
+    groups = activation_groups(graph)
     fixed = {groups[n.outputs[0]]: SOFTMAX_OUTPUT for n in graph.nodes if n.op is Op.SOFTMAX}
     imported = {groups[t.name]: t.quant for t in graph.activations() if t.quant is not None}
     spans: dict[str, tuple[float, float]] = {}

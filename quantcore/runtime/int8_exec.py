@@ -64,9 +64,14 @@ def run(graph: Graph, inputs: Mapping[str, Array], rounding: Rounding | None = N
     rounding = rounding or Rounding(graph.meta.get("rounding", "double"))
     env: Env = dict(inputs)
     for node in graph.nodes:
-        args = [env.get(i) if i else None for i in node.inputs]  # constants are read by the kernels
-        env[node.outputs[0]] = _call(graph, node, args, rounding)
+        env[node.outputs[0]] = run_node(graph, node, env, rounding)
     return env
+
+
+def run_node(graph: Graph, node: Node, env: Mapping[str, Array], rounding: Rounding) -> Array:
+    """One node's output from the tensors computed so far (`env`); constants come from the graph."""
+    args = [env.get(i) if i else None for i in node.inputs]  # constants are read by the kernels
+    return _call(graph, node, args, rounding)
 
 
 def _call(graph: Graph, node: Node, args: list[Array | None], rounding: Rounding) -> Array:

@@ -162,7 +162,7 @@ class EvaluationReport:
             raise ReportError(source, f"not a fixpoint evaluation report ({err!r})") from err
 
     def write_json(self, path: str | os.PathLike[str]) -> None:
-        _write_atomically(Path(path), self.to_json())
+        write_atomically(Path(path), self.to_json())
 
     def write_csv(self, path: str | os.PathLike[str]) -> None:
         """One row per layer, columns CSV_COLUMNS; the model summary is in the JSON and the table."""
@@ -171,7 +171,7 @@ class EvaluationReport:
         writer.writerow(CSV_COLUMNS)
         for layer in self.layers:
             writer.writerow(["" if value is None else value for value in _csv_row(layer)])
-        _write_atomically(Path(path), buffer.getvalue())
+        write_atomically(Path(path), buffer.getvalue())
 
     def format_table(self, *, width: int = 100, plain: bool = False) -> str:
         """The per-layer table and the summary as plain text (no colour codes), for a terminal or a log.
@@ -309,7 +309,7 @@ def _plain_table(rows: list[tuple[str, ...]]) -> str:
     return "\n".join([line(_HEADERS), rule, *(line(row) for row in rows)]) + "\n"
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
     # The mode of a file being replaced is kept; a new one gets 0o644 (mkstemp alone would leave 0o600).
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
     try:

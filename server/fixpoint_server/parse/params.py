@@ -51,6 +51,11 @@ class ParamsFile:
         """The decoded JSON even when it failed validation (None if it is not JSON)."""
         return self.located.value if self.located else None
 
+    def finetuned_path(self) -> Path | None:
+        """The sidecar of fine-tuned weights the document names (QAT), if it names one."""
+        entry = self.document.get("finetuned") if self.document is not None else None
+        return self.path.parent / entry["weights"] if entry else None
+
     def model_path(self, ctx: CheckContext) -> Path | None:
         """The float model: the project's when this is the project's JSON, else the one the JSON names."""
         if ctx.project.params is not None and ctx.project.params.resolve() == self.path.resolve():
@@ -101,12 +106,13 @@ def quantize_from(params: ParamsFile, model: Path) -> QuantizedModel:
     """Apply the JSON to its model as `fixpoint generate` does; any failure becomes `error`."""
     from quantcore import pipeline
     from quantcore.errors import QuantcoreError
-    from quantcore.quantize.document import from_document
+    from quantcore.quantize.document import finetuned_weights, from_document
 
     assert params.document is not None
     try:
         loaded = pipeline.load_model(model)
         pipeline.check_same_model(loaded, params.document, str(params.path))
-        return QuantizedModel(from_document(loaded.graph, params.document), model)
+        finetuned = finetuned_weights(params.document, params.path)
+        return QuantizedModel(from_document(loaded.graph, params.document, finetuned), model)
     except (QuantcoreError, OSError, ValueError, KeyError) as exc:
         return QuantizedModel(Graph("empty", {}, (), (), ()), model, str(exc))  # nothing to compare with

@@ -216,6 +216,10 @@ class CheckContext:
         if params.document is None or model is None:
             return None
         key = f"{params.digest}:{model.stat().st_mtime_ns}:{model.stat().st_size}"
+        sidecar = params.finetuned_path()
+        if sidecar is not None:  # a replaced sidecar must be re-read (and fail its checksum)
+            stat = sidecar.stat() if sidecar.is_file() else None
+            key += f":{stat.st_mtime_ns}:{stat.st_size}" if stat else ":missing"
         result: QuantizedModel | None = self.cache.get(
             "quantized", params.path, key, lambda: quantize_from(params, model)
         )
