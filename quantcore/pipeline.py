@@ -23,6 +23,7 @@ from quantcore.ir import Graph
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
+from quantcore.quantize import mixed_precision
 from quantcore.quantize.bias_correction import correct_biases
 from quantcore.quantize.document import (
     DocumentError,
@@ -32,7 +33,8 @@ from quantcore.quantize.document import (
     from_document,
     to_document,
 )
-from quantcore.quantize.graph import QuantConfig, quantize_graph
+from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
+from quantcore.quantize.mixed_precision import Budget
 from quantcore.runtime.onnx_float import OnnxFloat
 from quantcore.verify.evaluate import evaluate_graphs, float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
@@ -64,6 +66,13 @@ class QuantizeOptions:
     higher output SQNR on the calibration set."""
     bias_correction: bool | None = None
     """Empirical bias correction (quantcore/quantize/bias_correction.py), forced or (None) automatic."""
+    int16_auto: bool = False
+    """Pick int16 tensors by sensitivity within `budget` (quantcore/quantize/mixed_precision.py), on top
+    of `int16_layers`."""
+    budget: Budget = field(default_factory=Budget)
+    """The model's Flash (constants) and RAM (arena + scratch) budget for the automatic int16 choice."""
+    core: str = "cortex-m4"
+    """The core the memory of the automatic choice is costed for (scratch sizes differ per core)."""
     batch_size: int = 64
     progress: bool = False
 
@@ -133,7 +142,7 @@ def quantize(
             corrected, corrections = (
                 correct_biases(graph, qgraph, selection, options.batch_size) if bc else (qgraph, {})
             )
-            candidates[(eq, bc)] = _Candidate(corrected, summary, corrections)
+            candidates[(eq, bc)] = _Candidate(graph, calibration, corrected, summary, corrections)
     sqnr = _output_sqnr(model, selection, {k: c.qgraph for k, c in candidates.items()}, options.batch_size)
     # Ties (and no choice at all) keep the model as it is: fewer transforms first.
     chosen = max(candidates, key=lambda k: (sqnr.get(k, 0.0), not k[0], not k[1]))
@@ -151,11 +160,66 @@ def quantize(
             _pair(sqnr, (eq, False), (eq, True)),
         ),
     }
-    return QuantizeResult(model, best.qgraph, to_document(best.qgraph, best.summary, transforms))
+    qgraph, mixed = best.qgraph, None
+    if options.int16_auto:
+        choice, corrections = _choose_int16(model, best, selection, config, bc, options)
+        qgraph = choice.qgraph
+        if bc:
+            transforms["bias_correction"]["layers"] = _correction_lists(corrections)
+        mixed = mixed_precision.entry(choice, options.budget)
+    document = to_document(qgraph, best.summary, transforms, mixed_precision=mixed)
+    return QuantizeResult(model, qgraph, document)
+
+
+def _choose_int16(
+    model: LoadedModel,
+    best: _Candidate,
+    selection: DataSet,
+    config: QuantConfig,
+    bias_correction: bool,
+    options: QuantizeOptions,
+) -> tuple[mixed_precision.Choice, Mapping[str, Any]]:
+    """The int16 tensors worth their memory (quantcore/quantize/mixed_precision.py), and the bias
+    corrections of the graph chosen (int16 inputs change what each layer's rounding shifts)."""
+    from quantcore.codegen.lower import lower
+    from quantcore.targets.cores import Core
+
+    core = next(c for c in Core if c.label == options.core)
+    report = layer_sensitivity(best.float_graph, best.qgraph, selection, batch_size=options.batch_size)
+    ranking = [layer.name for layer in report.ranking() if layer.int16_capable]
+    reference = float_outputs(model.float_model, model.graph, selection, options.batch_size)
+    corrections: dict[frozenset[str], Mapping[str, Any]] = {frozenset(): best.corrections}
+
+    def build(layers: frozenset[str]) -> Graph:
+        if not layers:
+            return best.qgraph
+        wide = QuantConfig(
+            config.per_channel, config.rounding, config.int16_layers | layers, config.lower_pools
+        )
+        qgraph = quantize_graph(best.float_graph, best.calibration, wide)
+        if bias_correction:
+            qgraph, corrections[layers] = correct_biases(
+                best.float_graph, qgraph, selection, options.batch_size
+            )
+        return qgraph
+
+    def score(qgraph: Graph) -> float:
+        return output_sqnr_db([reference], [int8_outputs(qgraph, selection, options.batch_size)])
+
+    def memory(qgraph: Graph) -> mixed_precision.Memory:
+        plan = lower(qgraph, core=core)
+        return mixed_precision.Memory(plan.weight_bytes, plan.arena.arena_bytes + plan.scratch_bytes)
+
+    moves = mixed_precision.moves(best.float_graph, ranking)
+    choice = mixed_precision.choose(moves, build, score, memory, options.budget)
+    return choice, corrections.get(choice.layers, {})
 
 
 @dataclass(frozen=True)
 class _Candidate:
+    float_graph: Graph
+    """The float graph it was quantized from (equalized or not)."""
+    calibration: Calibration
     qgraph: Graph
     summary: dict[str, Any]
     corrections: Mapping[str, Any]
@@ -209,10 +273,14 @@ def _bias_correction_entry(
     }
     if applied:
         entry["samples"] = samples
-        entry["layers"] = {name: [float(v) for v in delta] for name, delta in corrections.items()}
+        entry["layers"] = _correction_lists(corrections)
     if sqnr:
         entry["output_sqnr_db"] = _scores(sqnr)
     return entry
+
+
+def _correction_lists(corrections: Mapping[str, Any]) -> dict[str, list[float]]:
+    return {name: [float(v) for v in delta] for name, delta in corrections.items()}
 
 
 def _scores(sqnr: Mapping[bool, float]) -> dict[str, float | None]:

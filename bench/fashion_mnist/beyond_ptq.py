@@ -155,10 +155,8 @@ def run_fixpoint(onnx_path: Path, calib_path: Path, test_path: Path, args: argpa
             applied = {k: v.get("applied") for k, v in result.document.get("transforms", {}).items()}
             int16 = [t for t, e in result.document["tensors"].items() if e.get("dtype") == "int16"]
             note = f"{len(int16)} int16 tensors" if int16 else ""
-            rows.append(
-                Row("fixpoint", config, _weights(per_channel), report.top1_float, report.top1_int8,
-                    report.agreement, report.output_sqnr_db, seconds, note, applied)  # fmt: skip
-            )
+            scores = (report.top1_float, report.top1_int8, report.agreement, report.output_sqnr_db)
+            rows.append(Row("fixpoint", config, _weights(per_channel), *scores, seconds, note, applied))
     return rows
 
 
@@ -232,8 +230,8 @@ def main() -> int:
     seconds = time.perf_counter() - started
     print(f"{seconds:.0f} s; calibration {args.calib} images ({args.method}), {len(test[0])} test images")
     if args.json:
-        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                         "seconds": seconds, "results": results}, indent=2) + "\n")  # fmt: skip
+        record = {"args": {k: str(v) for k, v in vars(args).items()}, "seconds": seconds, "results": results}
+        args.json.write_text(json.dumps(record, indent=2) + "\n")
     return 0
 
 

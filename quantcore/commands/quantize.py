@@ -32,7 +32,18 @@ def register(sub: Any) -> None:
         action="append",
         default=[],
         metavar="LAYER",
-        help="run this layer with int16 activations on CMSIS-NN's s16 kernels (repeatable)",
+        help="run this layer with int16 activations on CMSIS-NN's s16 kernels (repeatable); 'auto' picks"
+        " the tensors worth it by sensitivity within --flash-budget/--ram-budget",
+    )
+    p.add_argument(
+        "--flash-budget", metavar="SIZE", help="model constants budget for --int16 auto (e.g. 256K)"
+    )
+    p.add_argument("--ram-budget", metavar="SIZE", help="arena + scratch budget for --int16 auto (e.g. 64K)")
+    p.add_argument(
+        "--core",
+        default="cortex-m4",
+        choices=["cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55"],
+        help="core the --int16 auto memory is costed for (default cortex-m4)",
     )
     p.add_argument(
         "--rounding",
@@ -59,6 +70,17 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
+def _size(value: str | None, flag: str) -> int | None:
+    from quantcore.project import parse_size
+
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except ValueError as err:
+        raise SystemExit(f"fixpoint quantize: {flag}: {err}") from None
+
+
 _MODES = {"auto": None, "on": True, "off": False}
 _TRANSFORMS = {"cross_layer_equalization": "cross-layer equalized", "bias_correction": "bias corrected"}
 
@@ -72,6 +94,7 @@ def _method(name: str, percentile: float) -> Any:
 def run(args: argparse.Namespace) -> int:
     from quantcore import data, pipeline
     from quantcore.quantize import params_json
+    from quantcore.quantize.mixed_precision import Budget
 
     started = time.perf_counter()
     model = pipeline.load_model(args.model)
@@ -90,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
         per_layer=per_layer,
         per_channel=not args.per_tensor,
         rounding=Rounding(args.rounding),
-        int16_layers=frozenset(args.int16),
+        int16_layers=frozenset(layer for layer in args.int16 if layer != "auto"),
+        int16_auto="auto" in args.int16,
+        budget=Budget(_size(args.flash_budget, "--flash-budget"), _size(args.ram_budget, "--ram-budget")),
+        core=args.core,
         equalize=_MODES[args.equalize],
         bias_correction=_MODES[args.bias_correction],
         progress=sys.stderr.isatty(),
@@ -100,6 +126,14 @@ def run(args: argparse.Namespace) -> int:
     layers = sum(1 for layer in result.document["layers"] if layer["kernel"])
     transforms = result.document["transforms"]
     applied = [label for key, label in _TRANSFORMS.items() if transforms[key]["applied"]]
+    mixed = result.document.get("mixed_precision")
+    if mixed is not None:
+        figures, memory = mixed["output_sqnr_db"], mixed["memory"]
+        print(
+            f"int16: {', '.join(mixed['layers']) or 'no layer worth it'}; calibration output SQNR"
+            f" {figures['int8']:.2f} -> {figures['mixed']:.2f} dB; flash {memory['int8']['flash']} ->"
+            f" {memory['mixed']['flash']} B, ram {memory['int8']['ram']} -> {memory['mixed']['ram']} B"
+        )
     print(
         f"{args.output}: {layers} layers quantized from {len(calib)} samples ({args.method},"
         f" {', '.join(['per-tensor' if args.per_tensor else 'per-channel', *applied])})"

@@ -42,6 +42,7 @@ def to_document(
     calibration: Mapping[str, Any],
     transforms: Mapping[str, Any] | None = None,
     finetuned: Mapping[str, Any] | None = None,
+    mixed_precision: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     meta = qgraph.meta
     document = {
@@ -68,12 +69,15 @@ def to_document(
         document["transforms"] = dict(transforms)
     if finetuned:
         document["finetuned"] = dict(finetuned)
+    if mixed_precision:
+        document["mixed_precision"] = dict(mixed_precision)
     return _ordered(document)
 
 
 def _ordered(document: dict[str, Any]) -> dict[str, Any]:
     """Keys in the order a reader meets them: transforms and fine-tuning right after calibration."""
     order = ["format", "version", "generator", "model", "scheme", "calibration", "transforms", "finetuned"]
+    order.append("mixed_precision")
     return {k: document[k] for k in [*order, *document] if k in document}
 
 

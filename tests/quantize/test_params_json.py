@@ -517,7 +517,7 @@ RULES = [
         {"extra": 1},
         (
             '$.extra: unknown property "extra" (allowed here: $schema, format, version, generator, model, '
-            "scheme, calibration, transforms, finetuned, tensors, layers)"
+            "scheme, calibration, transforms, mixed_precision, finetuned, tensors, layers)"
         ),
     ),
     case(
