@@ -15,7 +15,7 @@ same first --test-samples t10k images:
   fixpoint/cle      cross-layer equalization forced on
   fixpoint/bc       bias correction forced on
   fixpoint/auto     the default: each transform kept where it raises the calibration output SQNR
-  fixpoint/int16    auto + int16 layers picked by sensitivity within --int16-budget bytes of extra RAM
+  fixpoint/int16    auto + int16 tensors picked by sensitivity (--int16 auto; --int16-ram-budget bytes)
   fixpoint/qat      QAT from the auto result (--qat-epochs over the train split), when quantcore.qat exists
 Columns: int8 top-1 drop (points), float/int8 agreement (%), output SQNR (dB), and for the outlier family
 the gap to the plain net's output SQNR under the same configuration (the issue's "within 3 dB of the same
@@ -79,7 +79,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--method", default="minmax", choices=["minmax", "percentile", "entropy", "mse"])
     parser.add_argument("--test-samples", type=int, default=10000)
     parser.add_argument("--json", type=Path, help="write all figures to this file")
-    parser.add_argument("--int16-budget", type=int, default=8192, help="extra RAM bytes for int16 layers")
+    parser.add_argument(
+        "--int16-ram-budget", type=int, default=None, help="RAM budget of the int16 choice (default none)"
+    )
     parser.add_argument("--qat-epochs", type=int, default=1)
     parser.add_argument("--no-qat", action="store_true")
     return parser.parse_args()
@@ -153,20 +155,28 @@ def run_fixpoint(onnx_path: Path, calib_path: Path, test_path: Path, args: argpa
             seconds = time.perf_counter() - start
             report = pipeline.evaluate(model, result.document, test)
             applied = {k: v.get("applied") for k, v in result.document.get("transforms", {}).items()}
-            int16 = [t for t, e in result.document["tensors"].items() if e.get("dtype") == "int16"]
-            note = f"{len(int16)} int16 tensors" if int16 else ""
+            note = _memory_note(result.document.get("mixed_precision"))
             scores = (report.top1_float, report.top1_int8, report.agreement, report.output_sqnr_db)
             rows.append(Row("fixpoint", config, _weights(per_channel), *scores, seconds, note, applied))
     return rows
 
 
 def _configs(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    from quantcore import pipeline
+    from quantcore.quantize.mixed_precision import Budget
 
-    configs = dict(CONFIGS)
-    if "int16_budget" in {f.name for f in pipeline.QuantizeOptions.__dataclass_fields__.values()}:
-        configs["int16"] = {"int16_budget": args.int16_budget}
-    return configs
+    budget = Budget(ram=args.int16_ram_budget) if args.int16_ram_budget else Budget()
+    return {**CONFIGS, "int16": {"int16_auto": True, "budget": budget}}
+
+
+def _memory_note(mixed: dict[str, Any] | None) -> str:
+    """What the int16 choice cost: int16 layers, Flash and RAM before -> after."""
+    if mixed is None:
+        return ""
+    before, after = mixed["memory"]["int8"], mixed["memory"]["mixed"]
+    return (
+        f"{len(mixed['layers'])} int16 layers; flash {before['flash']} -> {after['flash']} B,"
+        f" ram {before['ram']} -> {after['ram']} B"
+    )
 
 
 def _weights(per_channel: bool) -> str:
