@@ -75,6 +75,8 @@ class QuantizeOptions:
     """The core the memory of the automatic choice is costed for (scratch sizes differ per core)."""
     batch_size: int = 64
     progress: bool = False
+    workers: int = 1
+    """Calibration processes (sharded, merged exactly: the same result as one)."""
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,9 @@ class _Candidate:
 
 
 def _calibration_plan(options: QuantizeOptions) -> CalibrationPlan:
-    return CalibrationPlan(options.method, dict(options.per_layer), options.batch_size, options.progress)
+    return CalibrationPlan(
+        options.method, dict(options.per_layer), options.batch_size, options.progress, options.workers
+    )
 
 
 def _pair(

@@ -3,6 +3,7 @@ the prepared graph, and pick each one's range with its method (global, or per la
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -33,26 +34,123 @@ class CalibrationPlan:
     """Method by layer (node) name or by tensor name."""
     batch_size: int = 64
     progress: bool = False
+    workers: int = 1
+    """Processes observing contiguous shards of the data set at once; their observers merge exactly, so
+    the result equals one process's (histograms are integer counts on a grid fixed by the union range)."""
 
 
 def calibrate(
     graph: Graph, model: FloatModel, data: DataSource, plan: CalibrationPlan
 ) -> tuple[Calibration, dict[str, Any]]:
     """Observe, select ranges; returns the Calibration and the JSON 'calibration' summary."""
+    if plan.workers > 1 and len(data) > plan.batch_size and hasattr(data, "x"):
+        observers = _observe_sharded(graph, model, data, plan)
+    else:
+        observers = observe(graph, model, data, plan)
+    return select(graph, observers, plan, len(data))
+
+
+def calibrate_distributed(
+    graph: Graph, model: FloatModel, local_data: DataSource, plan: CalibrationPlan
+) -> tuple[Calibration, dict[str, Any]]:
+    """Calibration under torch.distributed (torchrun): each rank observes its own part of the data set,
+    the observers are gathered and merged in rank order, and every rank returns the same Calibration -
+    the one a single process would compute over all the ranks' data in rank order."""
+    import torch.distributed as dist
+
+    local = {name: _record(obs) for name, obs in observe(graph, model, local_data, plan).items()}
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (len(local_data), local))
+    return select(graph, _merged([records for _, records in gathered]), plan, sum(n for n, _ in gathered))
+
+
+def observe(graph: Graph, model: FloatModel, data: DataSource, plan: CalibrationPlan) -> dict[str, _Observer]:
+    """Run the float model over `data` and observe every activation (a histogram, or only min/max when
+    every tensor's method is min/max)."""
     methods = _methods(graph, plan)
     minmax_only = all(m.method is Method.MINMAX for m in methods.values())
     # min/max needs no histogram: building one per tensor would double the time of a min/max run.
-    observers = {t.name: (_MinMax(t.name) if minmax_only else Observer(t.name)) for t in graph.activations()}
+    observers: dict[str, _Observer] = {
+        t.name: (_MinMax(t.name) if minmax_only else Observer(t.name)) for t in graph.activations()
+    }
     input_name = graph.inputs[0]
     for batch in _progress(data.batches(plan.batch_size), len(data), plan):
         values = model.activations({input_name: batch}, layout=False)  # statistics ignore element order
         for name, observer in observers.items():
             observer.observe(values[name])
+    return observers
+
+
+def select(
+    graph: Graph, observers: Mapping[str, _Observer], plan: CalibrationPlan, samples: int
+) -> tuple[Calibration, dict[str, Any]]:
+    """Each activation's range from its observer, by its method."""
+    methods = _methods(graph, plan)
     ranges = {name: _select(obs, methods[name]) for name, obs in observers.items()}
     ranges = _keep_saturation_bounds(graph, ranges, observers, methods)
     observed = {name: (obs.min, obs.max) for name, obs in observers.items()}
     labels = {name: methods[name].method.value for name in observers}
-    return Calibration(ranges, observed, labels), _summary(plan, len(data))
+    return Calibration(ranges, observed, labels), _summary(plan, samples)
+
+
+# -- shards -----------------------------------------------------------------------------------------
+
+
+def _observe_sharded(
+    graph: Graph, model: FloatModel, data: Any, plan: CalibrationPlan
+) -> dict[str, _Observer]:
+    """Contiguous shards (whole batches) observed by `plan.workers` processes, merged in shard order.
+
+    Workers are spawned (onnxruntime is not fork-safe) and get the model pickled: an OnnxFloat travels
+    as its ONNX model and graph and rebuilds its session there."""
+    import concurrent.futures
+    import multiprocessing
+
+    batches = -(-len(data) // plan.batch_size)
+    per_worker = -(-batches // plan.workers) * plan.batch_size
+    shards = [data.x[start : start + per_worker] for start in range(0, len(data), per_worker)]
+    worker_plan = dataclasses.replace(plan, workers=1, progress=False)
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(len(shards), mp_context=context) as pool:
+        records = list(
+            pool.map(_observe_shard, *zip(*[(graph, model, x, worker_plan) for x in shards], strict=True))
+        )
+    return _merged(records)
+
+
+def _observe_shard(graph: Graph, model: FloatModel, x: np.ndarray, plan: CalibrationPlan) -> dict[str, Any]:
+    from quantcore.data import DataSet
+
+    return {name: _record(obs) for name, obs in observe(graph, model, DataSet(x, None), plan).items()}
+
+
+def _record(observer: _Observer) -> Any:
+    """An observer as plain data for another process."""
+    if isinstance(observer, _MinMax):
+        return ("minmax", observer.name, observer.count, observer.min, observer.max)
+    return observer.to_dict()
+
+
+def _merged(parts: list[dict[str, Any]]) -> dict[str, _Observer]:
+    """The observers of every part (shard, rank), merged in the parts' order."""
+    merged: dict[str, _Observer] = {}
+    for records in parts:
+        for name, record in records.items():
+            observer = _from_record(record)
+            if name not in merged:
+                merged[name] = observer
+            else:
+                merged[name].merge(observer)  # type: ignore[arg-type]
+    return merged
+
+
+def _from_record(record: Any) -> _Observer:
+    if isinstance(record, tuple):
+        _, name, count, lo, hi = record
+        observer = _MinMax(name)
+        observer.count, observer.min, observer.max = count, lo, hi
+        return observer
+    return Observer.from_dict(record)
 
 
 def _summary(plan: CalibrationPlan, samples: int) -> dict[str, Any]:
@@ -83,8 +181,16 @@ class _MinMax:
         self.count += values.size
         self.min, self.max = min(self.min, lo), max(self.max, hi)
 
+    def merge(self, other: _MinMax) -> None:
+        """Add what `other` observed: min and max of floats are exact, whatever the order."""
+        self.count += other.count
+        self.min, self.max = min(self.min, other.min), max(self.max, other.max)
 
-def _select(observer: Observer | _MinMax, method: RangeMethod) -> tuple[float, float]:
+
+_Observer = Observer | _MinMax
+
+
+def _select(observer: _Observer, method: RangeMethod) -> tuple[float, float]:
     if isinstance(observer, _MinMax):
         if observer.count == 0:
             raise EmptyObserverError(observer.name)

@@ -15,14 +15,22 @@ class NonFiniteBatchError(CalibrationError):
     def __init__(self, tensor: str, non_finite: int, size: int) -> None:
         self.tensor = tensor
         self.non_finite = non_finite
+        self.size = size
         super().__init__(
             f"tensor '{tensor}': calibration batch has {non_finite} non-finite value(s) (NaN or +-Inf) "
             f"out of {size}; the batch was rejected - check the model and the calibration inputs"
         )
 
+    def __reduce__(self) -> tuple[type, tuple[str, int, int]]:
+        # Rebuilt from its arguments, so a calibration worker process can send it back intact.
+        return (type(self), (self.tensor, self.non_finite, self.size))
+
 
 class EmptyObserverError(CalibrationError):
     """A range or histogram was asked of an observer that has seen no values."""
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        return (type(self), (self.tensor,))
 
     def __init__(self, tensor: str) -> None:
         self.tensor = tensor

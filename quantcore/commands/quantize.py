@@ -65,6 +65,9 @@ def register(sub: Any) -> None:
         help="empirical bias correction: auto keeps it where it raises the output SQNR on the calibration"
         " set (default); on/off force it",
     )
+    p.add_argument(
+        "--workers", type=int, default=1, help="calibrate in N processes (same result as one; default 1)"
+    )
     p.add_argument("--samples", type=int, default=None, help="use only the first N calibration samples")
     p.add_argument("-o", "--output", required=True, metavar="PARAMS_JSON")
     p.set_defaults(func=run)
@@ -117,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         int16_auto="auto" in args.int16,
         budget=Budget(_size(args.flash_budget, "--flash-budget"), _size(args.ram_budget, "--ram-budget")),
         core=args.core,
+        workers=max(1, args.workers),
         equalize=_MODES[args.equalize],
         bias_correction=_MODES[args.bias_correction],
         progress=sys.stderr.isatty(),

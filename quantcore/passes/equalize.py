@@ -188,4 +188,6 @@ class ChannelScaled:
         return values
 
     def __getattr__(self, name: str) -> object:
+        if name == "inner":  # not set yet (unpickling): no delegation, or this would recurse
+            raise AttributeError(name)
         return getattr(self.inner, name)

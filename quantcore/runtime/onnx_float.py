@@ -29,7 +29,7 @@ class OnnxFloat:
         import onnxruntime as ort
 
         proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(str(model))
-        self.graph = graph
+        self.source, self.graph = model, graph
         known = {v.name for v in proto.graph.value_info} | {
             n for node in proto.graph.node for n in node.output
         }
@@ -48,6 +48,14 @@ class OnnxFloat:
         self.output_names = [o.name for o in self.session.get_outputs()]
         # A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole.
         self.fixed_batch = all(isinstance(i.shape[0], int) for i in self.session.get_inputs() if i.shape)
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled as its model and graph (an onnxruntime session cannot be): a calibration worker
+        process rebuilds the session from them."""
+        return {"source": self.source, "graph": self.graph}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["source"], state["graph"])  # type: ignore[misc, arg-type]
 
     def activations(self, feeds_nchw: dict[str, Array], layout: bool = True) -> dict[str, Array]:
         """Every IR activation for one batch of model inputs (given in the ONNX model's own layout).
