@@ -9,11 +9,15 @@ report = evaluate(model, document, data)    float (onnxruntime) vs int8 (referen
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from quantcore.calibrate.collect import CalibrationPlan, calibrate
 from quantcore.calibrate.method import RangeMethod
@@ -133,7 +137,7 @@ def quantize(
     if not equalized.pairs or (options.equalize is None and equalized.spread <= EQUALIZE_SPREAD):
         eq_choices = [False]  # nothing (worth) equalizing: no need to quantize and score twice
     bc_choices = [False, True] if options.bias_correction is None else [options.bias_correction]
-    selection = data.head(SELECTION_SAMPLES)
+    selection = _Selection(model, data.head(SELECTION_SAMPLES), options.batch_size)
     candidates: dict[tuple[bool, bool], _Candidate] = {}
     for eq in eq_choices:
         graph, float_model = (equalized.graph, _equalized_float(model, equalized)) if eq else (
@@ -142,10 +146,11 @@ def quantize(
         qgraph = quantize_graph(graph, calibration, config)
         for bc in bc_choices:
             corrected, corrections = (
-                correct_biases(graph, qgraph, selection, options.batch_size) if bc else (qgraph, {})
+                correct_biases(graph, qgraph, selection.data, options.batch_size) if bc else (qgraph, {})
             )
             candidates[(eq, bc)] = _Candidate(graph, calibration, corrected, summary, corrections)
-    sqnr = _output_sqnr(model, selection, {k: c.qgraph for k, c in candidates.items()}, options.batch_size)
+    # Scored only when there is a choice to make.
+    sqnr = {k: selection.sqnr(c.qgraph) for k, c in candidates.items()} if len(candidates) > 1 else {}
     # Ties (and no choice at all) keep the model as it is: fewer transforms first.
     chosen = max(candidates, key=lambda k: (sqnr.get(k, 0.0), not k[0], not k[1]))
     best = candidates[chosen]
@@ -158,13 +163,13 @@ def quantize(
             options.bias_correction,
             bc,
             best.corrections,
-            len(selection),
+            len(selection.data),
             _pair(sqnr, (eq, False), (eq, True)),
         ),
     }
     qgraph, mixed = best.qgraph, None
     if options.int16_auto:
-        choice, corrections = _choose_int16(model, best, selection, config, bc, options)
+        choice, corrections = _choose_int16(best, selection, config, bc, options)
         qgraph = choice.qgraph
         if bc:
             transforms["bias_correction"]["layers"] = _correction_lists(corrections)
@@ -174,9 +179,8 @@ def quantize(
 
 
 def _choose_int16(
-    model: LoadedModel,
     best: _Candidate,
-    selection: DataSet,
+    selection: _Selection,
     config: QuantConfig,
     bias_correction: bool,
     options: QuantizeOptions,
@@ -187,33 +191,27 @@ def _choose_int16(
     from quantcore.targets.cores import Core
 
     core = next(c for c in Core if c.label == options.core)
-    report = layer_sensitivity(best.float_graph, best.qgraph, selection, batch_size=options.batch_size)
+    report = layer_sensitivity(best.float_graph, best.qgraph, selection.data, batch_size=options.batch_size)
     ranking = [layer.name for layer in report.ranking() if layer.int16_capable]
-    reference = float_outputs(model.float_model, model.graph, selection, options.batch_size)
     corrections: dict[frozenset[str], Mapping[str, Any]] = {frozenset(): best.corrections}
 
     def build(layers: frozenset[str]) -> Graph:
         if not layers:
             return best.qgraph
-        wide = QuantConfig(
-            config.per_channel, config.rounding, config.int16_layers | layers, config.lower_pools
-        )
+        wide = dataclasses.replace(config, int16_layers=config.int16_layers | layers)
         qgraph = quantize_graph(best.float_graph, best.calibration, wide)
         if bias_correction:
             qgraph, corrections[layers] = correct_biases(
-                best.float_graph, qgraph, selection, options.batch_size
+                best.float_graph, qgraph, selection.data, options.batch_size
             )
         return qgraph
-
-    def score(qgraph: Graph) -> float:
-        return output_sqnr_db([reference], [int8_outputs(qgraph, selection, options.batch_size)])
 
     def memory(qgraph: Graph) -> mixed_precision.Memory:
         plan = lower(qgraph, core=core)
         return mixed_precision.Memory(plan.weight_bytes, plan.arena.arena_bytes + plan.scratch_bytes)
 
     moves = mixed_precision.moves(best.float_graph, ranking)
-    choice = mixed_precision.choose(moves, build, score, memory, options.budget)
+    choice = mixed_precision.choose(moves, build, selection.sqnr, memory, options.budget)
     return choice, corrections.get(choice.layers, {})
 
 
@@ -244,14 +242,20 @@ def _equalized_float(model: LoadedModel, equalized: Equalized) -> ChannelScaled:
     return ChannelScaled(model.float_model, equalized.divisors)
 
 
-def _output_sqnr(
-    model: LoadedModel, data: DataSet, qgraphs: Mapping[tuple[bool, bool], Graph], batch_size: int
-) -> dict[tuple[bool, bool], float]:
-    """Output SQNR on the selection samples of each candidate, when there is a choice to make."""
-    if len(qgraphs) < 2:
-        return {}
-    reference = float_outputs(model.float_model, model.graph, data, batch_size)
-    return {k: output_sqnr_db([reference], [int8_outputs(q, data, batch_size)]) for k, q in qgraphs.items()}
+class _Selection:
+    """The samples automatic choices are scored on, and the float model's outputs on them - computed
+    once, when the first candidate is scored, and shared by every choice that follows."""
+
+    def __init__(self, model: LoadedModel, data: DataSet, batch_size: int) -> None:
+        self.model, self.data, self.batch_size = model, data, batch_size
+
+    @functools.cached_property
+    def reference(self) -> np.ndarray:
+        return float_outputs(self.model.float_model, self.model.graph, self.data, self.batch_size)
+
+    def sqnr(self, qgraph: Graph) -> float:
+        """Output SQNR of the int8 graph (the bit-exact reference) against the float model."""
+        return output_sqnr_db([self.reference], [int8_outputs(qgraph, self.data, self.batch_size)])
 
 
 def _equalization_entry(

@@ -1,9 +1,10 @@
-"""Benchmark beyond plain PTQ: equalization, bias correction, int16 layers and QAT against ONNX Runtime.
+"""Benchmark beyond plain PTQ: equalization, bias correction and int16 layers against ONNX Runtime.
 
     python bench/fashion_mnist/beyond_ptq.py [--out DIR] [--models ...] [--calib 1000] [--method minmax]
-                                             [--test-samples 10000] [--json PATH] [--qat-epochs 1]
+                                             [--test-samples 10000] [--json PATH]
+                                             [--int16-ram-budget BYTES]
 
-Models: the four BatchNorm-free-or-not nets of run.py (lenet5, convbn, dscnn, mbv2) and the outlier
+Models: the four BatchNorm nets of run.py (lenet5, convbn, dscnn, mbv2) and the outlier
 family built here from train.py's outlier net (no BatchNorm; OUTLIER_VARIANTS in models.py): "plain"
 (before any rescale), "outlier1" (30-60x channel rescales in one layer), "outlier2" (two layers) and
 "outlier" (three). Each variant is checked to compute the plain net's float function.
@@ -16,7 +17,6 @@ same first --test-samples t10k images:
   fixpoint/bc       bias correction forced on
   fixpoint/auto     the default: each transform kept where it raises the calibration output SQNR
   fixpoint/int16    auto + int16 tensors picked by sensitivity (--int16 auto; --int16-ram-budget bytes)
-  fixpoint/qat      QAT from the auto result (--qat-epochs over the train split), when quantcore.qat exists
 Columns: int8 top-1 drop (points), float/int8 agreement (%), output SQNR (dB), and for the outlier family
 the gap to the plain net's output SQNR under the same configuration (the issue's "within 3 dB of the same
 model before the rescale").
@@ -82,8 +82,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--int16-ram-budget", type=int, default=None, help="RAM budget of the int16 choice (default none)"
     )
-    parser.add_argument("--qat-epochs", type=int, default=1)
-    parser.add_argument("--no-qat", action="store_true")
     return parser.parse_args()
 
 

@@ -139,7 +139,9 @@ OUTLIER_RESCALES: tuple[tuple[str, str, int, float], ...] = (
 
 
 @torch.no_grad()
-def add_outlier_channels(net: OutlierNet, producers: tuple[str, ...] | None = None, undo: bool = False) -> None:
+def add_outlier_channels(
+    net: OutlierNet, producers: tuple[str, ...] | None = None, undo: bool = False
+) -> None:
     """Apply OUTLIER_RESCALES in place (function preserving through ReLU, max pool and average pool): all
     of them, or those of the given producer layers; `undo` divides instead (the net before rescaling)."""
     for producer, consumer, k, factor in OUTLIER_RESCALES:

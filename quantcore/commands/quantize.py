@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from quantcore.kernels.requantize import Rounding
+from quantcore.targets.cores import Core
 
 
 def register(sub: Any) -> None:
@@ -42,7 +43,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--core",
         default="cortex-m4",
-        choices=["cortex-m0", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55"],
+        choices=[core.label for core in Core if core is not Core.HOST],
         help="core the --int16 auto memory is costed for (default cortex-m4)",
     )
     p.add_argument(
@@ -51,20 +52,14 @@ def register(sub: Any) -> None:
         default="double",
         help="requantization rounding of the firmware's CMSIS-NN build",
     )
-    p.add_argument(
-        "--equalize",
-        choices=["auto", "on", "off"],
-        default="auto",
-        help="cross-layer equalization: auto keeps it where it raises the output SQNR on the calibration"
-        " set (default); on/off force it",
-    )
-    p.add_argument(
-        "--bias-correction",
-        choices=["auto", "on", "off"],
-        default="auto",
-        help="empirical bias correction: auto keeps it where it raises the output SQNR on the calibration"
-        " set (default); on/off force it",
-    )
+    for flag, what in (("--equalize", "cross-layer equalization"), ("--bias-correction", "bias correction")):
+        p.add_argument(
+            flag,
+            choices=list(_MODES),
+            default="auto",
+            help=f"{what}: auto keeps it where it raises the output SQNR on the calibration set (default);"
+            " on/off force it",
+        )
     p.add_argument(
         "--workers", type=int, default=1, help="calibrate in N processes (same result as one; default 1)"
     )

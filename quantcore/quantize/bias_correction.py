@@ -33,20 +33,12 @@ import numpy.typing as npt
 
 from quantcore.ir import Activation, Graph, Node, Op
 from quantcore.kernels.requantize import Rounding
+from quantcore.quantize.params import WEIGHTED_KERNELS
 from quantcore.quantize.scheme import dequantize, quantize_bias
 from quantcore.runtime import float_exec, int8_exec
 from quantcore.runtime.onnx_float import to_ir_layout
 
 Floats = npt.NDArray[np.float64]
-CORRECTED_KERNELS = (
-    "arm_convolve_wrapper_s8",
-    "arm_depthwise_conv_wrapper_s8",
-    "arm_fully_connected_s8",
-    "arm_fully_connected_per_channel_s8",
-    "arm_convolve_wrapper_s16",
-    "arm_depthwise_conv_wrapper_s16",
-    "arm_fully_connected_s16",
-)
 
 
 class Samples(Protocol):
@@ -115,7 +107,7 @@ def corrected_layers(float_graph: Graph, qgraph: Graph) -> list[Node]:
     return [
         n
         for n in qgraph.nodes
-        if n.attr("kernel") in CORRECTED_KERNELS and n.name in names and names[n.name].op is n.op
+        if n.attr("kernel") in WEIGHTED_KERNELS and n.name in names and names[n.name].op is n.op
     ]
 
 

@@ -25,6 +25,7 @@ from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.passes.equalize import equalize
 from quantcore.quantize.bias_correction import corrected_bias
 from quantcore.quantize.lowering import avgpool_as_depthwise
+from quantcore.quantize.params import WEIGHTED_KERNELS
 from quantcore.quantize.params_json import FORMAT, VERSION
 from quantcore.quantize.precision import S16_CAPABLE, assign_precision
 from quantcore.quantize.scheme import quantize_bias, quantize_weights
@@ -76,8 +77,8 @@ def to_document(
 
 def _ordered(document: dict[str, Any]) -> dict[str, Any]:
     """Keys in the order a reader meets them: transforms and fine-tuning right after calibration."""
-    order = ["format", "version", "generator", "model", "scheme", "calibration", "transforms", "finetuned"]
-    order.append("mixed_precision")
+    order = ["format", "version", "generator", "model", "scheme", "calibration", "transforms"]
+    order += ["finetuned", "mixed_precision"]
     return {k: document[k] for k in [*order, *document] if k in document}
 
 
@@ -100,7 +101,7 @@ def _tensors(graph: Graph) -> dict[str, Any]:
     for tensor in graph.activations():
         entries[tensor.name] = _activation_entry(tensor)
     for node in graph.nodes:
-        if node.attr("kernel") in _WEIGHTED:
+        if node.attr("kernel") in WEIGHTED_KERNELS:
             entries[node.inputs[1]] = _constant_entry(graph.tensor(node.inputs[1]), "weight")
             entries[node.inputs[2]] = _constant_entry(graph.tensor(node.inputs[2]), "bias")
     return entries
@@ -150,20 +151,9 @@ def _ints(values: np.ndarray) -> int | list[int]:
     return int(values) if np.ndim(values) == 0 else [int(v) for v in values]
 
 
-_WEIGHTED = {
-    "arm_convolve_wrapper_s8",
-    "arm_depthwise_conv_wrapper_s8",
-    "arm_fully_connected_s8",
-    "arm_fully_connected_per_channel_s8",
-    "arm_convolve_wrapper_s16",
-    "arm_depthwise_conv_wrapper_s16",
-    "arm_fully_connected_s16",
-}
-
-
 def _layer(graph: Graph, node: Node) -> dict[str, Any]:
     kernel = node.attr("kernel")
-    weighted = kernel in _WEIGHTED
+    weighted = kernel in WEIGHTED_KERNELS
     data_inputs = list(node.inputs[:1]) if weighted else [i for i in node.inputs if i]
     entry: dict[str, Any] = {"name": node.name, "op": node.op.json_name, "kernel": kernel}
     entry["inputs"] = data_inputs
@@ -237,7 +227,9 @@ def float_graph_for(
     return graph
 
 
-def finetuned_weights(doc: Mapping[str, Any], params_path: str | os.PathLike[str]) -> dict[str, np.ndarray] | None:
+def finetuned_weights(
+    doc: Mapping[str, Any], params_path: str | os.PathLike[str]
+) -> dict[str, np.ndarray] | None:
     """The fine-tuned constants of a document (None when it has none), read from the sidecar file its
     "finetuned" entry names, in the folder of the JSON at `params_path`, and checked against the SHA-256
     the entry records."""
@@ -332,7 +324,7 @@ def _apply_layer(
             f"{path}.op: {layer['op']!r}, but the model's node {node.name!r} is {node.op.json_name!r}"
         )
     attrs = {"kernel": layer.get("kernel"), "params": dict(layer.get("params", {}))}
-    if layer.get("kernel") not in _WEIGHTED:
+    if layer.get("kernel") not in WEIGHTED_KERNELS:
         return node.with_attrs(**attrs), []
     w_entry, b_entry = tensors[layer["weights"]], tensors[layer["bias"]]
     w = graph.constant(node.inputs[1])

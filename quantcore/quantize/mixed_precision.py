@@ -112,9 +112,9 @@ def choose(
     best = Choice(frozenset(), base_sqnr, base_sqnr, base_memory, base_memory, base)
     for move in candidates[:MAX_TRIALS]:
         layers = best.layers | move.layers
-        trial: dict[str, Any] = {"tensor": move.tensor, "layers": sorted(move.layers)}
         if layers == best.layers:
-            continue
+            continue  # an earlier move already made these layers int16
+        trial: dict[str, Any] = {"tensor": move.tensor, "layers": sorted(move.layers)}
         try:
             qgraph = build(layers)
             cost = memory(qgraph)

@@ -20,6 +20,18 @@ ADD_LEFT_SHIFT = {DType.INT8: 20, DType.INT16: 15}
 SOFTMAX_INT_BITS = 5  # kScaledDiffIntegerBits in TFLite's int8 softmax
 
 
+WEIGHTED_KERNELS = frozenset({
+    "arm_convolve_wrapper_s8",
+    "arm_depthwise_conv_wrapper_s8",
+    "arm_fully_connected_s8",
+    "arm_fully_connected_per_channel_s8",
+    "arm_convolve_wrapper_s16",
+    "arm_depthwise_conv_wrapper_s16",
+    "arm_fully_connected_s16",
+})  # fmt: skip
+"""The kernels that take int8 weights and an integer bias (inputs x, weights, bias)."""
+
+
 class QuantizationError(QuantcoreError):
     """A layer whose scales give parameters CMSIS-NN cannot take; the message names the layer."""
 

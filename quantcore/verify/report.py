@@ -210,14 +210,14 @@ class EvaluationReport:
             top1 += f" (drop {drop:.2f} points)"
         worst = self.worst_layer
         if worst is not None:
-            worst_line = f"worst layer: {worst.name} ({worst.op}), SQNR {_db(worst.sqnr_db)} dB"
+            worst_line = f"worst layer: {worst.name} ({worst.op}), SQNR {format_db(worst.sqnr_db)} dB"
         else:
             worst_line = "worst layer: none (every layer exact)" if self.layers else "worst layer: no layers"
         return [
             f"model: {self.model}   params: {self.params_file}   samples: {self.samples}",
             top1,
             f"agreement float/int8: {_percent(self.agreement)}",
-            f"output SQNR: {_db(self.output_sqnr_db)} dB",
+            f"output SQNR: {format_db(self.output_sqnr_db)} dB",
             worst_line,
         ]
 
@@ -227,8 +227,8 @@ class EvaluationReport:
             (
                 layer.name,
                 layer.op,
-                _db(layer.sqnr_db),
-                "-" if layer.psnr_db is None else _db(layer.psnr_db),
+                format_db(layer.sqnr_db),
+                "-" if layer.psnr_db is None else format_db(layer.psnr_db),
                 _cosine(layer.cosine),
                 f"{layer.rel_l2:.3e}",
                 f"{layer.max_abs:.4g}",
@@ -281,7 +281,7 @@ def _csv_row(layer: LayerMetrics) -> list[object]:
     return [getattr(layer, column) for column in CSV_COLUMNS]
 
 
-def _db(value: float) -> str:
+def format_db(value: float) -> str:
     return f"{value:.2f}" if math.isfinite(value) else str(value)
 
 

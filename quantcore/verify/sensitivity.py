@@ -34,7 +34,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.runtime import float_exec, int8_exec
 from quantcore.runtime.onnx_float import to_ir_layout
 from quantcore.verify.metrics import ClassificationAccumulator, output_sqnr_db
-from quantcore.verify.report import write_atomically
+from quantcore.verify.report import format_db, write_atomically
 
 REPORT_VERSION = 1
 
@@ -112,7 +112,7 @@ class SensitivityReport:
         header += ["s16"]
         rows = [header]
         for layer in self.layers:
-            row = [str(rank[layer.name]), layer.name, layer.op, _db(layer.output_sqnr_db)]
+            row = [str(rank[layer.name]), layer.name, layer.op, format_db(layer.output_sqnr_db)]
             if labels:
                 row.append("-" if layer.top1_drop_points is None else f"{layer.top1_drop_points:+.2f}")
             if gradients:
@@ -123,9 +123,11 @@ class SensitivityReport:
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         worst = self.ranking()[0] if self.layers else None
-        summary = f"{self.samples} samples; every layer quantized: output SQNR {_db(self.output_sqnr_db)} dB"
+        summary = (
+            f"{self.samples} samples; every layer quantized: output SQNR {format_db(self.output_sqnr_db)} dB"
+        )
         if worst is not None:
-            summary += f"; most sensitive alone: {worst.name} ({_db(worst.output_sqnr_db)} dB)"
+            summary += f"; most sensitive alone: {worst.name} ({format_db(worst.output_sqnr_db)} dB)"
         return "\n".join([*lines, "", summary])
 
 
@@ -268,10 +270,6 @@ def gradient_magnitudes(float_graph: Graph, data: DataSet, batch_size: int = 64)
 
 def _finite(value: float) -> float | None:
     return round(value, 3) if math.isfinite(value) else None
-
-
-def _db(value: float) -> str:
-    return f"{value:.2f}" if math.isfinite(value) else ("inf" if value > 0 else "-inf")
 
 
 def _sci(value: float | None) -> str:
