@@ -9,6 +9,7 @@ COMMANDS = [
     "quantize",
     "evaluate",
     "sensitivity",
+    "qat",
     "generate",
     "build",
     "verify",

@@ -227,6 +227,33 @@ def float_graph_for(
     return graph
 
 
+def write_finetuned(
+    params_path: str | os.PathLike[str], document: Mapping[str, Any], weights: Mapping[str, np.ndarray]
+) -> dict[str, Any]:
+    """Write the fine-tuned constants next to the JSON at `params_path` (as <stem>.finetuned.npz), then
+    the JSON with its "finetuned" entry naming that file and its SHA-256; both writes are atomic, the
+    weights first, so a JSON on disk always names weights that exist. Returns the document written."""
+    from quantcore.quantize import params_json
+
+    params = Path(params_path)
+    sidecar = params.with_name(f"{params.stem}.finetuned.npz")
+    buffer = io.BytesIO()
+    np.savez(buffer, **{name: np.asarray(values, np.float32) for name, values in weights.items()})
+    raw = buffer.getvalue()
+    entry = {
+        **document.get("finetuned", {}),
+        "weights": sidecar.name,
+        "sha256": hashlib.sha256(raw).hexdigest(),
+    }
+    written = _ordered({**document, "finetuned": {"method": "qat", **entry}})
+    problems = params_json.validate(written)
+    if problems:  # checked before either file is touched
+        raise DocumentError(f"{params}: not written: {problems[0]}")
+    params_json.write_atomically(sidecar, raw)
+    params_json.write(params, written)
+    return written
+
+
 def finetuned_weights(
     doc: Mapping[str, Any], params_path: str | os.PathLike[str]
 ) -> dict[str, np.ndarray] | None:

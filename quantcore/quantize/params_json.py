@@ -125,10 +125,11 @@ def write(path: str | os.PathLike[str], doc: Doc) -> None:
     problems = validate(doc)
     if problems:
         raise QuantParamsError.invalid(str(target), problems, _WRITE_ADVICE, "not written: ")
-    _write_atomically(target, dump(doc))
+    write_atomically(target, dump(doc).encode("utf-8"))
 
 
-def _write_atomically(target: Path, text: str) -> None:
+def write_atomically(target: Path, data: bytes) -> None:
+    """Replace `target` with `data` in one rename: readers see the old file or the whole new one."""
     # A temp file in the same folder, so os.replace is a rename within one filesystem (atomic).
     temp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
     try:
@@ -136,8 +137,8 @@ def _write_atomically(target: Path, text: str) -> None:
     except OSError as exc:
         raise _write_error(target, exc) from exc
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
             file.flush()
             os.fsync(file.fileno())  # the data is on disk before the rename makes it the file
         if target.exists():

@@ -1,0 +1,359 @@
+"""Quantization-aware training: fine-tune a float model with fake quantization, export the same JSON.
+
+    start = pipeline.quantize(model, calib)       post-training quantization: equalization, bias
+                                                  correction and ranges as `fixpoint quantize` picks them
+    net = FakeQuantNet(float graph, start ranges) the int8 scheme in floats (quantcore/qat/fake_quant.py)
+    train 1-3 epochs, small learning rate         weights (Adam) and activation ranges (LSQ), cosine decay
+    quantize_graph(trained graph, learned ranges) the exported integers: what PTQ computes from them
+
+The loss is "distill" (mean squared error to the float model's outputs: no labels needed, and what the
+output SQNR measures) or "labels" (cross-entropy on the training labels).
+
+Data parallel under torchrun unchanged: when torch.distributed's environment says WORLD_SIZE > 1, the
+process group is initialised (gloo on CPU, nccl on GPUs), the net is wrapped in DistributedDataParallel
+and every rank trains on its own slice of each global batch (DistributedSampler): the global batches
+are the ones a single process would see, and the gradients their mean. Only rank 0 evaluates and
+returns a document to write.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from quantcore.data import DataSet
+from quantcore.errors import QuantcoreError
+from quantcore.ir import Graph, Op
+from quantcore.kernels.requantize import Rounding
+from quantcore.passes.equalize import equalize
+from quantcore.qat.fake_quant import FakeQuantNet, QatError
+from quantcore.quantize.bias_correction import corrected_bias
+from quantcore.quantize.document import bias_corrections, equalization_applied, float_graph_for, to_document
+from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
+from quantcore.runtime.onnx_float import to_ir_layout
+from quantcore.verify.evaluate import float_outputs, int8_outputs
+from quantcore.verify.metrics import output_sqnr_db
+
+LOSSES = ("distill", "labels")
+SCORE_SAMPLES = 256
+"""The calibration samples both the start and the result are scored on (pipeline.SELECTION_SAMPLES)."""
+
+
+class QatTrainingError(QuantcoreError):
+    """Training that cannot start or did not produce usable parameters (the message says what to do)."""
+
+
+@dataclass(frozen=True)
+class QatOptions:
+    epochs: int = 2
+    lr: float = 1e-4
+    """Adam learning rate of the weights and biases."""
+    range_lr: float = 1e-3
+    """Adam learning rate of the activation ranges, in units of each range's starting width."""
+    batch_size: int = 64
+    """The global batch (split evenly across processes)."""
+    loss: str = "distill"
+    samples: int | None = None
+    """Training samples per epoch (the first N of the training set); None: all."""
+    seed: int = 0
+    start: Any = None
+    """The pipeline.QuantizeOptions of the post-training quantization training starts from."""
+    progress: bool = False
+
+
+@dataclass
+class QatResult:
+    rank: int
+    """This process's rank; only rank 0 has a document."""
+    document: dict[str, Any] | None = None
+    """The quant-params document (its "finetuned" entry still lacks the sidecar's name and hash:
+    document.write_finetuned adds them when it writes both files)."""
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    """The fine-tuned float constants (the sidecar's arrays), by IR tensor name."""
+    qgraph: Graph | None = None
+    net: FakeQuantNet | None = None
+    """The trained module (rank 0), whose integers the exported graph's must equal."""
+    start_document: dict[str, Any] | None = None
+    epoch_losses: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions = QatOptions()) -> QatResult:
+    """Fine-tune `model` (a pipeline.LoadedModel) on `train`, starting from PTQ on `calib`."""
+    from quantcore import pipeline
+
+    if options.loss not in LOSSES:
+        raise QatTrainingError(f"loss {options.loss!r}: expected one of {', '.join(LOSSES)}")
+    if options.loss == "labels" and train.y is None:
+        raise QatTrainingError(
+            f"{train.source}: --loss labels needs labels (an array y in the .npz); use --loss distill"
+        )
+    if options.epochs < 1:
+        raise QatTrainingError(f"epochs must be at least 1, got {options.epochs}")
+    start_options = options.start or pipeline.QuantizeOptions()
+    if start_options.int16_layers or start_options.int16_auto:
+        raise QatTrainingError("quantization-aware training runs int8 only: drop --int16")
+    with _process_group() as (rank, world):
+        if options.batch_size % world:
+            raise QatTrainingError(
+                f"the batch size {options.batch_size} must split evenly over {world} processes"
+            )
+        started = time.perf_counter()
+        start = pipeline.quantize(model, calib, start_options).document
+        student_graph, teacher_graph, frozen = _start_graphs(model.graph, start)
+        ranges = _start_ranges(student_graph, start)
+        per_channel = start["scheme"]["weights"] == "per-channel"
+        device = _device()
+        try:
+            net = FakeQuantNet(student_graph, ranges, per_channel, frozen).to(device)
+            teacher = FakeQuantNet(teacher_graph, ranges, per_channel, frozen, quantize=False).to(device)
+        except QatError as exc:
+            raise QatTrainingError(f"{model.path.name}: {exc}") from exc
+        data = train.head(options.samples) if options.samples else train
+        losses, samples = _train(net, teacher, data, options, rank, world, device)
+        result = QatResult(rank, epoch_losses=losses)
+        if rank == 0:
+            _export(result, net, student_graph, start, model, calib, options, world, samples)
+        result.seconds = time.perf_counter() - started
+        return result
+
+
+# -- the start: PTQ's document -> the float graphs and ranges training begins with -------------------
+
+
+def _start_graphs(graph: Graph, start: Mapping[str, Any]) -> tuple[Graph, Graph, frozenset[str]]:
+    """(student, teacher, frozen constants). Both graphs are the float graph the PTQ parameters belong
+    to (equalized when chosen, narrowing average pools as depthwise convolutions); the student starts
+    from the bias-corrected biases when PTQ chose them, the teacher keeps the float model's function."""
+    teacher = float_graph_for(graph, start)
+    # The model's constants (equalized ones have new names) train; the 1/(kh*kw) weights of the average
+    # pools the quantizer runs as depthwise convolutions stay: readers of the JSON make them again.
+    model_constants = (equalize(graph).graph if equalization_applied(start) else graph).tensors
+    frozen = frozenset(n for n, t in teacher.tensors.items() if t.is_constant and n not in model_constants)
+    student = teacher
+    for name, correction in bias_corrections(start).items():
+        node = teacher.node(name)
+        if len(node.inputs) > 2 and node.inputs[2]:
+            bias = teacher.tensor(node.inputs[2])
+            values = corrected_bias(teacher.constant(bias.name), correction).astype(np.float32)
+            student = student.with_tensors(bias.evolve(data=values))
+    return student, teacher, frozen
+
+
+def _start_ranges(graph: Graph, start: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    tensors = start["tensors"]
+    return {
+        t.name: (tensors[t.name]["range"]["min"], tensors[t.name]["range"]["max"])
+        for t in graph.activations()
+        if "range" in tensors.get(t.name, {})
+    }
+
+
+# -- training ----------------------------------------------------------------------------------------
+
+
+def _train(
+    net: FakeQuantNet,
+    teacher: FakeQuantNet,
+    data: DataSet,
+    options: QatOptions,
+    rank: int,
+    world: int,
+    device: torch.device,
+) -> tuple[list[float], int]:
+    """Train in place; returns the mean loss of each epoch and the samples each epoch trains on."""
+    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+    torch.manual_seed(options.seed)
+    x = torch.as_tensor(
+        np.ascontiguousarray(to_ir_layout(net.graph, net.graph.inputs[0], data.x), np.float32)
+    )
+    y = torch.as_tensor(data.y if data.y is not None else np.zeros(len(data), np.int64))
+    dataset = TensorDataset(x, y)
+    sampler: DistributedSampler[Any] = DistributedSampler(
+        dataset, world, rank, shuffle=True, seed=options.seed
+    )
+    loader = DataLoader(dataset, batch_size=options.batch_size // world, sampler=sampler, drop_last=True)
+    if len(loader) == 0:
+        raise QatTrainingError(
+            f"{data.source}: {len(data)} training samples do not fill one batch of {options.batch_size}"
+        )
+    model: torch.nn.Module = net
+    # DDP compares each gradient's strides with its bucket's, and a weight dimension of size 1 (OHWI
+    # with one input channel) has an arbitrary stride: the mismatch it reports there is harmless.
+    warnings.filterwarnings("ignore", message="Grad strides do not match bucket view strides")
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(
+            net, device_ids=[device] if device.type == "cuda" else None
+        )
+    optimizer = torch.optim.Adam(
+        [
+            {"params": list(net.weights), "lr": options.lr},
+            {"params": [net.range_offsets], "lr": options.range_lr},
+        ]
+    )
+    steps = options.epochs * len(loader)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / steps))
+    )
+    ends_in_softmax = net.graph.nodes[-1].op is Op.SOFTMAX
+    epoch_losses = []
+    for epoch in range(options.epochs):
+        sampler.set_epoch(epoch)
+        total, batches = 0.0, 0
+        for xb, yb in _progress(
+            loader, f"epoch {epoch + 1}/{options.epochs}", options.progress and rank == 0
+        ):
+            xb, yb = xb.to(device), yb.to(device)
+            out = model(xb).reshape(len(xb), -1)
+            if options.loss == "labels":
+                loss = _label_loss(out, yb, ends_in_softmax)
+            else:
+                with torch.no_grad():
+                    target = teacher(xb).reshape(len(xb), -1)
+                loss = torch.nn.functional.mse_loss(out, target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+            schedule.step()
+            total, batches = total + float(loss.detach()), batches + 1
+        epoch_losses.append(_mean_over_ranks(total / batches, world))
+    return epoch_losses, len(loader) * options.batch_size
+
+
+def _label_loss(out: torch.Tensor, labels: torch.Tensor, probabilities: bool) -> torch.Tensor:
+    if probabilities:  # a softmax output: the loss takes the logarithm of the probabilities
+        return torch.nn.functional.nll_loss(torch.log(out.clamp_min(1e-12)), labels)
+    return torch.nn.functional.cross_entropy(out, labels)
+
+
+def _mean_over_ranks(value: float, world: int) -> float:
+    if world == 1:
+        return value
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t)
+    return float(t[0]) / world
+
+
+def _progress(loader: Any, label: str, show: bool) -> Iterator[Any]:
+    if not show:
+        yield from loader
+        return
+    from rich.progress import track
+
+    yield from track(loader, description=label, transient=True)
+
+
+# -- export ------------------------------------------------------------------------------------------
+
+
+def _export(
+    result: QatResult,
+    net: FakeQuantNet,
+    student_graph: Graph,
+    start: Mapping[str, Any],
+    model: Any,
+    calib: DataSet,
+    options: QatOptions,
+    world: int,
+    samples: int,
+) -> None:
+    """Quantize the trained graph from the learned ranges with the PTQ code, and score both."""
+    weights = net.trained_constants()
+    for name, values in weights.items():
+        if not np.all(np.isfinite(values)):
+            raise QatTrainingError(
+                f"training diverged: {name!r} has non-finite values; lower --lr / --range-lr"
+            )
+    trained = student_graph.with_tensors(
+        *(student_graph.tensor(n).evolve(data=v) for n, v in weights.items())
+    )
+    observed = {
+        name: (entry["observed"]["min"], entry["observed"]["max"])
+        for name, entry in start["tensors"].items()
+        if entry.get("kind") == "activation" and "observed" in entry
+    }
+    ranges = net.learned_ranges()
+    calibration = Calibration(ranges, observed, dict.fromkeys(ranges, "qat"))
+    config = QuantConfig(
+        per_channel=start["scheme"]["weights"] == "per-channel",
+        rounding=Rounding(start["scheme"]["rounding"]),
+        lower_pools=False,  # the start graph has them lowered as the PTQ document says
+    )
+    qgraph = quantize_graph(trained, calibration, config)
+    score = calib.head(SCORE_SAMPLES)
+    reference = float_outputs(model.float_model, model.graph, score)
+    start_q = _start_qgraph(model, start)
+    sqnr = {
+        "ptq": _finite(output_sqnr_db([reference], [int8_outputs(start_q, score)])),
+        "qat": _finite(output_sqnr_db([reference], [int8_outputs(qgraph, score)])),
+    }
+    transforms = {key: dict(value) for key, value in start.get("transforms", {}).items()}
+    if "bias_correction" in transforms:
+        transforms["bias_correction"] = {"mode": transforms["bias_correction"]["mode"], "applied": False}
+    finetuned = {
+        "method": "qat",
+        "epochs": options.epochs,
+        "lr": options.lr,
+        "range_lr": options.range_lr,
+        "batch_size": options.batch_size,
+        "samples": samples,
+        "loss": options.loss,
+        "processes": world,
+        "seed": options.seed,
+        "start_biases": "corrected" if bias_corrections(start) else "float",
+        "output_sqnr_db": sqnr,
+    }
+    result.document = to_document(qgraph, start["calibration"], transforms, finetuned=finetuned)
+    result.weights, result.qgraph, result.net, result.start_document = weights, qgraph, net, dict(start)
+
+
+def _start_qgraph(model: Any, start: Mapping[str, Any]) -> Graph:
+    from quantcore.quantize.document import from_document
+
+    return from_document(model.graph, start)
+
+
+def _finite(value: float) -> float | None:
+    return round(value, 3) if math.isfinite(value) else None
+
+
+# -- processes ---------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _process_group() -> Iterator[tuple[int, int]]:
+    """(rank, world size): torch.distributed's when torchrun started several processes, else (0, 1).
+    A process group this function initialised is destroyed on the way out."""
+    import torch.distributed as dist
+
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1 or not dist.is_available():
+        yield 0, 1
+        return
+    owned = not dist.is_initialized()
+    if owned:
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        yield dist.get_rank(), dist.get_world_size()
+        dist.barrier()  # rank 0 exports while the others wait
+    finally:
+        if owned:
+            dist.destroy_process_group()
+
+
+def _device() -> torch.device:
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
