@@ -208,6 +208,10 @@ class FakeQuantNet(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x in the graph's (IR) layout, batch first -> the graph's first output."""
+        return self.activations(x)[self.graph.outputs[0]]
+
+    def activations(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every activation tensor (fake-quantized: real values on their grids) by name."""
         graph = self.graph
         grids = self.grids() if self.quantize else {}
         env: dict[str, torch.Tensor] = {}
@@ -223,7 +227,7 @@ class FakeQuantNet(torch.nn.Module):
             if self.quantize and node.op not in _ON_GRID:
                 y = grids[self.groups[out]].fake_quantize(y)
             env[out] = y
-        return env[graph.outputs[0]]
+        return env
 
     def _value(self, name: str, env: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return env[name] if name in env else self.constant(name)
