@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     sqnr = finetuned["output_sqnr_db"]
     losses = ", ".join(f"{loss:.4g}" for loss in result.epoch_losses)
     print(
-        f"{args.output}: {finetuned['epochs']} epochs x {finetuned['samples']} samples on"
+        f"{args.output}: {finetuned['epochs']} epoch(s) x {finetuned['samples']} samples on"
         f" {finetuned['processes']} process(es), {args.loss} loss per epoch {losses}; calibration output"
         f" SQNR {_db(sqnr['ptq'])} (PTQ start) -> {_db(sqnr['qat'])} dB in {result.seconds:.1f} s;"
         f" weights in {Path(args.output).with_name(finetuned['weights'])}"

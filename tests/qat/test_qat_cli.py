@@ -132,7 +132,7 @@ def test_torchrun_two_processes_train_what_one_process_trains(files: Path, singl
     ]  # fmt: skip
     run = subprocess.run(command, env=env, timeout=300, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.count("two.json: 2 epochs x 256 samples on 2 process(es)") == 1  # rank 0 only
+    assert run.stdout.count("two.json: 2 epoch(s) x 256 samples on 2 process(es)") == 1  # rank 0 only
     two, one = params_json.load(files / "two.json"), params_json.load(single)
     assert two["finetuned"]["processes"] == 2
     model = pipeline.load_model(files / "m.onnx")
