@@ -238,7 +238,8 @@ def write_finetuned(
     params = Path(params_path)
     sidecar = params.with_name(f"{params.stem}.finetuned.npz")
     buffer = io.BytesIO()
-    np.savez(buffer, **{name: np.asarray(values, np.float32) for name, values in weights.items()})
+    arrays: dict[str, Any] = {name: np.asarray(values, np.float32) for name, values in weights.items()}
+    np.savez(buffer, **arrays)
     raw = buffer.getvalue()
     entry = {
         **document.get("finetuned", {}),
