@@ -104,14 +104,15 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{args.output}: {finetuned['epochs']} epoch(s) x {finetuned['samples']} samples on"
         f" {finetuned['processes']} process(es), {args.loss} loss per epoch {losses}; calibration output"
-        f" SQNR {_db(sqnr['ptq'])} (PTQ start) -> {_db(sqnr['qat'])} dB in {result.seconds:.1f} s;"
+        f" SQNR {_db(sqnr['ptq'])} (PTQ start) -> {_db(sqnr['qat'])} dB"
+        f" (epoch {finetuned['kept_epoch']} kept)"
+        f" in {result.seconds:.1f} s;"
         f" weights in {Path(args.output).with_name(finetuned['weights'])}"
     )
-    if sqnr["ptq"] is not None and (sqnr["qat"] is not None and sqnr["qat"] < sqnr["ptq"]):
+    if finetuned["kept_epoch"] == 0:
         print(
-            f"fixpoint qat: warning: the fine-tuned parameters score below the PTQ start on the calibration"
-            f" samples ({_db(sqnr['qat'])} < {_db(sqnr['ptq'])} dB): train on more samples or epochs, lower"
-            " --lr, or keep fixpoint quantize's parameters",
+            "fixpoint qat: warning: no epoch beat the PTQ start on the calibration samples, so these are"
+            " the start's parameters: train on more samples or epochs, or lower --lr / --range-lr",
             file=sys.stderr,
         )
     return 0

@@ -18,11 +18,12 @@ returns a document to write.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,10 +120,16 @@ def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions = QatOpt
         except QatError as exc:
             raise QatTrainingError(f"{model.path.name}: {exc}") from exc
         data = train.head(options.samples) if options.samples else train
-        losses, samples = _train(net, teacher, data, options, rank, world, device)
+        checkpoints = _Checkpoints(net, student_graph, start, model, calib) if rank == 0 else None
+        after_epoch = None
+        if checkpoints is not None:
+            checkpoints.score(0)
+            after_epoch = checkpoints.score
+        losses, samples = _train(net, teacher, data, options, rank, world, device, after_epoch)
         result = QatResult(rank, epoch_losses=losses)
-        if rank == 0:
-            _export(result, net, student_graph, start, model, calib, options, world, samples)
+        if checkpoints is not None:
+            checkpoints.restore_best()
+            _export(result, net, checkpoints, start, model, options, world, samples)
         result.seconds = time.perf_counter() - started
         return result
 
@@ -169,6 +176,7 @@ def _train(
     rank: int,
     world: int,
     device: torch.device,
+    after_epoch: Callable[[int], None] | None = None,
 ) -> tuple[list[float], int]:
     """Train in place; returns the mean loss of each epoch and the samples each epoch trains on."""
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
@@ -227,6 +235,8 @@ def _train(
             schedule.step()
             total, batches = total + float(loss.detach()), batches + 1
         epoch_losses.append(_mean_over_ranks(total / batches, world))
+        if after_epoch is not None:
+            after_epoch(epoch + 1)
     return epoch_losses, len(loader) * options.batch_size
 
 
@@ -258,46 +268,78 @@ def _progress(loader: Any, label: str, show: bool) -> Iterator[Any]:
 # -- export ------------------------------------------------------------------------------------------
 
 
+class _Checkpoints:
+    """The network after each epoch, exported and scored by the int8 reference on the first calibration
+    samples (epoch 0: the start); the best one is what gets exported. Training on its own loss can drift
+    where the fake-quantized network and the int8 kernels part (a long deep net accumulates their
+    one-code differences), and the calibration samples are the ones PTQ's own choices are scored on."""
+
+    def __init__(
+        self, net: FakeQuantNet, graph: Graph, start: Mapping[str, Any], model: Any, calib: DataSet
+    ) -> None:
+        self.net, self.graph, self.start = net, graph, start
+        self.data = calib.head(SCORE_SAMPLES)
+        self.reference = float_outputs(model.float_model, model.graph, self.data)
+        self.sqnr: list[float] = []
+        self.best_epoch = 0
+        self._best_state: dict[str, Any] = {}
+
+    def score(self, epoch: int) -> None:
+        value = self.sqnr_of(self.quantized())
+        self.sqnr.append(value)
+        if epoch == 0 or value > self.sqnr[self.best_epoch]:
+            self.best_epoch = epoch
+            self._best_state = copy.deepcopy(self.net.state_dict())
+
+    def sqnr_of(self, qgraph: Graph) -> float:
+        return output_sqnr_db([self.reference], [int8_outputs(qgraph, self.data)])
+
+    def restore_best(self) -> None:
+        self.net.load_state_dict(self._best_state)
+
+    def weights(self) -> dict[str, np.ndarray]:
+        weights = self.net.trained_constants()
+        for name, values in weights.items():
+            if not np.all(np.isfinite(values)):
+                raise QatTrainingError(
+                    f"training diverged: {name!r} has non-finite values; lower --lr / --range-lr"
+                )
+        return weights
+
+    def quantized(self) -> Graph:
+        """The network as it is now, quantized by the PTQ code from its learned ranges."""
+        graph = self.graph
+        trained = graph.with_tensors(*(graph.tensor(n).evolve(data=v) for n, v in self.weights().items()))
+        observed = {
+            name: (entry["observed"]["min"], entry["observed"]["max"])
+            for name, entry in self.start["tensors"].items()
+            if entry.get("kind") == "activation" and "observed" in entry
+        }
+        ranges = self.net.learned_ranges()
+        calibration = Calibration(ranges, observed, dict.fromkeys(ranges, "qat"))
+        config = QuantConfig(
+            per_channel=self.start["scheme"]["weights"] == "per-channel",
+            rounding=Rounding(self.start["scheme"]["rounding"]),
+            lower_pools=False,  # the start graph has them lowered as the PTQ document says
+        )
+        return quantize_graph(trained, calibration, config)
+
+
 def _export(
     result: QatResult,
     net: FakeQuantNet,
-    student_graph: Graph,
+    checkpoints: _Checkpoints,
     start: Mapping[str, Any],
     model: Any,
-    calib: DataSet,
     options: QatOptions,
     world: int,
     samples: int,
 ) -> None:
-    """Quantize the trained graph from the learned ranges with the PTQ code, and score both."""
-    weights = net.trained_constants()
-    for name, values in weights.items():
-        if not np.all(np.isfinite(values)):
-            raise QatTrainingError(
-                f"training diverged: {name!r} has non-finite values; lower --lr / --range-lr"
-            )
-    trained = student_graph.with_tensors(
-        *(student_graph.tensor(n).evolve(data=v) for n, v in weights.items())
-    )
-    observed = {
-        name: (entry["observed"]["min"], entry["observed"]["max"])
-        for name, entry in start["tensors"].items()
-        if entry.get("kind") == "activation" and "observed" in entry
-    }
-    ranges = net.learned_ranges()
-    calibration = Calibration(ranges, observed, dict.fromkeys(ranges, "qat"))
-    config = QuantConfig(
-        per_channel=start["scheme"]["weights"] == "per-channel",
-        rounding=Rounding(start["scheme"]["rounding"]),
-        lower_pools=False,  # the start graph has them lowered as the PTQ document says
-    )
-    qgraph = quantize_graph(trained, calibration, config)
-    score = calib.head(SCORE_SAMPLES)
-    reference = float_outputs(model.float_model, model.graph, score)
-    start_q = _start_qgraph(model, start)
+    """The document of the best checkpoint, with the run and its scores in the "finetuned" entry."""
+    qgraph = checkpoints.quantized()
     sqnr = {
-        "ptq": _finite(output_sqnr_db([reference], [int8_outputs(start_q, score)])),
-        "qat": _finite(output_sqnr_db([reference], [int8_outputs(qgraph, score)])),
+        "ptq": _finite(checkpoints.sqnr_of(_start_qgraph(model, start))),
+        "qat": _finite(checkpoints.sqnr[checkpoints.best_epoch]),
     }
     transforms = {key: dict(value) for key, value in start.get("transforms", {}).items()}
     if "bias_correction" in transforms:
@@ -314,9 +356,12 @@ def _export(
         "seed": options.seed,
         "start_biases": "corrected" if bias_corrections(start) else "float",
         "output_sqnr_db": sqnr,
+        "epoch_output_sqnr_db": [_finite(v) for v in checkpoints.sqnr],
+        "kept_epoch": checkpoints.best_epoch,
     }
     result.document = to_document(qgraph, start["calibration"], transforms, finetuned=finetuned)
-    result.weights, result.qgraph, result.net, result.start_document = weights, qgraph, net, dict(start)
+    result.weights, result.qgraph, result.net = checkpoints.weights(), qgraph, net
+    result.start_document = dict(start)
 
 
 def _start_qgraph(model: Any, start: Mapping[str, Any]) -> Graph:

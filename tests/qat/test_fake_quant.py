@@ -38,7 +38,9 @@ def trained(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     folder = tmp_path_factory.mktemp(request.param)
     onnx.save(build(batch=1), folder / "m.onnx")
     model = pipeline.load_model(folder / "m.onnx")
-    result = qat(model, _data(side, 256, 1), _data(side, 128, 2), QatOptions(epochs=2, batch_size=32))
+    result = qat(
+        model, _data(side, 256, 1), _data(side, 128, 2), QatOptions(epochs=2, batch_size=32, lr=1e-3)
+    )
     assert result.document is not None and result.net is not None
     write_finetuned(folder / "p.json", result.document, result.weights)
     return model, result, folder / "p.json", side
@@ -70,19 +72,20 @@ def test_the_json_holds_the_integers_the_network_trained_with(trained: tuple) ->
         ), tensor.name
 
 
-def test_training_moved_the_weights_and_the_ranges(trained: tuple) -> None:
-    model, result, _, _ = trained
+def test_the_best_epoch_is_exported(trained: tuple) -> None:
+    """The kept epoch's network is the one exported: trained weights when an epoch beat the start, and
+    otherwise exactly the start's (a small net's output SQNR moves by tenths of a dB with any change of
+    its scales, so on random data training need not beat the start)."""
+    _, result, _, _ = trained
     net: FakeQuantNet = result.net
-    changed = [n for n, w in result.weights.items() if not np.array_equal(w, net.graph.constant(n))]
-    assert len(changed) == len(result.weights)  # net.graph keeps the start weights
-    start = pipeline.quantize(model, _data(trained[3], 128, 2)).document
-    moved = sum(
-        result.document["tensors"][name]["scale"] != entry["scale"]
-        for name, entry in start["tensors"].items()
-        if entry["kind"] == "activation" and entry.get("method") != "fixed"
-    )
-    assert moved > 0
-    assert float(net.range_offsets.detach().abs().max()) > 0
+    kept = result.document["finetuned"]["kept_epoch"]
+    start = {n: net.graph.constant(n) for n in result.weights}  # net.graph keeps the start weights
+    changed = [n for n, w in result.weights.items() if not np.array_equal(w, start[n])]
+    if kept == 0:
+        assert changed == [] and float(net.range_offsets.detach().abs().max()) == 0.0
+    else:
+        assert len(changed) == len(result.weights)
+        assert float(net.range_offsets.detach().abs().max()) > 0
 
 
 def test_ranges_that_start_at_zero_keep_zero_exact(trained: tuple) -> None:
@@ -104,7 +107,8 @@ def test_every_layer_computes_what_its_int8_kernel_computes(trained: tuple) -> N
     codes, gives the codes the network computed. Not identical everywhere: the kernels requantize with a
     31-bit fixed-point multiplier where the floats divide by the exact scale, and a value within float32
     error of a rounding boundary can land one code over; average pools hit such boundaries often (sums
-    of codes divided by 4 tie at .5). Measured: 95.5-100 % identical per layer, never more than 1 apart."""
+    of codes divided by 4 tie at .5). Measured: 99.4-100 % identical codes per layer, 94.8-95.8 % for
+    the average pools, never more than 1 apart."""
     model, result, params, side = trained
     qgraph = _reloaded(model, params)
     x = to_ir_layout(qgraph, qgraph.inputs[0], _data(side, 200, 7).x)
@@ -120,7 +124,8 @@ def test_every_layer_computes_what_its_int8_kernel_computes(trained: tuple) -> N
         expected = int8_exec.run_node(qgraph, node, codes, Rounding.DOUBLE).astype(np.int64)
         got = codes[node.outputs[0]].astype(np.int64)
         assert np.abs(got - expected).max() <= 1, node.name
-        assert np.mean(got == expected) >= 0.95, node.name
+        agreement = 0.9 if node.attr("kernel") == "arm_avgpool_s8" else 0.99
+        assert np.mean(got == expected) >= agreement, node.name
         kernels.add(node.attr("kernel"))
     assert {"arm_convolve_wrapper_s8", "arm_depthwise_conv_wrapper_s8", "arm_softmax_s8"} <= kernels
 
@@ -174,3 +179,18 @@ def test_training_recovers_what_plain_ptq_loses(tmp_path: Path) -> None:
     report = pipeline.evaluate(model, result.document, unseen, finetuned=result.weights)
     before = pipeline.evaluate(model, result.start_document, unseen)
     assert report.output_sqnr_db > before.output_sqnr_db + 3.0
+
+
+def test_the_untrained_start_is_exactly_the_ptq_start(trained: tuple) -> None:
+    """Epoch 0 - the fake-quantized network before any step, exported - scores exactly what the PTQ
+    document it starts from scores: same ranges, same weights, same corrected biases, same integers."""
+    _, result, _, _ = trained
+    entry = result.document["finetuned"]
+    assert entry["epoch_output_sqnr_db"][0] == entry["output_sqnr_db"]["ptq"]
+    assert len(entry["epoch_output_sqnr_db"]) == 3  # the start and 2 epochs
+    kept = entry["kept_epoch"]
+    assert (
+        entry["output_sqnr_db"]["qat"]
+        == max(entry["epoch_output_sqnr_db"])
+        == entry["epoch_output_sqnr_db"][kept]
+    )
