@@ -129,17 +129,17 @@ class FakeQuantNet(torch.nn.Module):
             torch.nn.Parameter(torch.tensor(np.asarray(graph.constant(n), np.float32)))
             for n in self.trainable
         )
-        index = {name: i for i, name in enumerate(self.trainable)}
+        self._index = {name: i for i, name in enumerate(self.trainable)}
         self._constants = {
             name: torch.tensor(np.asarray(t.data, np.float32))
             for name, t in graph.tensors.items()
-            if t.data is not None and name not in index
+            if t.data is not None and name not in self._index
         }
-        self._index = index
         self.groups = activation_groups(graph)
-        fixed = {self.groups[n.outputs[0]] for n in graph.nodes if n.op is Op.SOFTMAX}
-        self.fixed = fixed
-        self.roots = sorted({g for g in self.groups.values() if g not in fixed})
+        """Activation tensor -> the root of the group sharing its qparams (quantize_graph's groups)."""
+        self.fixed = {self.groups[n.outputs[0]] for n in graph.nodes if n.op is Op.SOFTMAX}
+        self.roots = sorted({g for g in self.groups.values() if g not in self.fixed})
+        """The groups with a learned range, in the row order of `start` and `range_offsets`."""
         start = np.array([_group_span(self.groups, ranges, root) for root in self.roots], np.float64)
         start = start.reshape(-1, 2)
         self.register_buffer("start", torch.tensor(start))
