@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +41,7 @@ from quantcore.quantize.mixed_precision import Budget
 from quantcore.runtime.onnx_float import OnnxFloat
 from quantcore.verify.evaluate import evaluate_graphs, float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
-from quantcore.verify.report import EvaluationReport
+from quantcore.verify.report import EvaluationReport, json_db
 from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes, layer_sensitivity
 
 SELECTION_SAMPLES = 256
@@ -292,7 +291,7 @@ def _correction_lists(corrections: Mapping[str, Any]) -> dict[str, list[float]]:
 
 
 def _scores(sqnr: Mapping[bool, float]) -> dict[str, float | None]:
-    finite = {k: (round(v, 3) if math.isfinite(v) else None) for k, v in sqnr.items()}
+    finite = {k: json_db(v) for k, v in sqnr.items()}
     return {"off": finite[False], "on": finite[True]}
 
 

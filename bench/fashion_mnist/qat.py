@@ -18,29 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import fmnist
 import numpy as np
-from beyond_ptq import BN_MODELS, OUTLIER_MODELS, ensure_outlier_variants
-
-
-@dataclass
-class Row:
-    model: str
-    weights: str
-    config: str
-    top1_float: float
-    top1_int8: float
-    agreement: float
-    output_sqnr_db: float
-    seconds: float
-
-    @property
-    def drop_points(self) -> float:
-        return 100 * (self.top1_float - self.top1_int8)
+from beyond_ptq import BN_MODELS, OUTLIER_MODELS, Row, ensure_outlier_variants
 
 
 def parse_args() -> argparse.Namespace:
@@ -73,7 +57,7 @@ def run_model(name: str, args: argparse.Namespace, train_x: np.ndarray, train_y:
         start_options = pipeline.QuantizeOptions(per_channel=per_channel)
         started = time.perf_counter()
         ptq = pipeline.quantize(model, calib, start_options)
-        rows.append(_row(name, weights, "ptq/auto", pipeline.evaluate(model, ptq.document, test),
+        rows.append(_row(weights, "ptq/auto", pipeline.evaluate(model, ptq.document, test),
                          time.perf_counter() - started))  # fmt: skip
         options = QatOptions(
             epochs=args.epochs, lr=args.lr, range_lr=args.range_lr, loss=args.loss, start=start_options
@@ -81,18 +65,19 @@ def run_model(name: str, args: argparse.Namespace, train_x: np.ndarray, train_y:
         result = qat(model, train, calib, options)
         assert result.document is not None
         report = pipeline.evaluate(model, result.document, test, finetuned=result.weights)
-        rows.append(_row(name, weights, "qat", report, result.seconds))
+        rows.append(_row(weights, "qat", report, result.seconds))
         for row in rows[-2:]:
             print(
                 f"  {weights:11s} {row.config:8s} top-1 drop {row.drop_points:+.2f}  agree"
-                f" {100 * row.agreement:.2f} %  SQNR {row.output_sqnr_db:6.2f} dB  {row.seconds:6.1f} s",
+                f" {100 * row.agreement:.2f} %  SQNR {row.output_sqnr_db:6.2f} dB  {row.quantize_s:6.1f} s",
                 flush=True,
             )
     return rows
 
 
-def _row(name: str, weights: str, config: str, report: Any, seconds: float) -> Row:
-    return Row(name, weights, config, report.top1_float, report.top1_int8, report.agreement,
+def _row(weights: str, config: str, report: Any, seconds: float) -> Row:
+    """One result in beyond_ptq.py's row form; quantize_s holds the PTQ or QAT time."""
+    return Row("fixpoint", config, weights, report.top1_float, report.top1_int8, report.agreement,
                report.output_sqnr_db, seconds)  # fmt: skip
 
 
@@ -105,25 +90,26 @@ def main() -> int:
     train_idx, _ = fmnist.train_and_calib_indices(len(x))
     train_x, train_y = x[train_idx], y[train_idx]
     started = time.perf_counter()
-    rows: list[Row] = []
+    results: dict[str, list[Row]] = {}
     for name in args.models:
         print(f"== {name}", flush=True)
-        rows += run_model(name, args, train_x, train_y)
+        results[name] = run_model(name, args, train_x, train_y)
     seconds = time.perf_counter() - started
     print(f"\n{seconds:.0f} s; QAT {args.epochs} epochs x {args.samples} images ({args.loss} loss,"
           f" lr {args.lr}, range lr {args.range_lr}); {args.test_samples} test images")  # fmt: skip
     worse = [
-        (q.model, q.weights, round(q.output_sqnr_db - p.output_sqnr_db, 2))
+        (name, q.weights, round(q.output_sqnr_db - p.output_sqnr_db, 2))
+        for name, rows in results.items()
         for p, q in zip(rows[::2], rows[1::2], strict=True)
         if q.output_sqnr_db < p.output_sqnr_db
     ]
     print("QAT >= best PTQ (output SQNR) on every model" if not worse else f"QAT below PTQ: {worse}")
     if args.json:
-        record = {
-            "args": {k: str(v) for k, v in vars(args).items()},
-            "seconds": seconds,
-            "rows": [{**asdict(r), "drop_points": r.drop_points} for r in rows],
+        figures = {
+            name: [{**asdict(r), "drop_points": r.drop_points} for r in rows]
+            for name, rows in results.items()
         }
+        record = {"args": {k: str(v) for k, v in vars(args).items()}, "seconds": seconds, "results": figures}
         args.json.write_text(json.dumps(record, indent=2) + "\n")
     return 0
 

@@ -235,40 +235,48 @@ class FakeQuantNet(torch.nn.Module):
     def _quantized_layer_inputs(
         self, node: Node, env: Mapping[str, torch.Tensor], grids: Mapping[str, Grid]
     ) -> list[torch.Tensor | None]:
+        weights, bias = self._layer_codes(node, grids)
+        return [env[node.inputs[0]], weights.fake(), None if bias is None else bias.fake()]
+
+    def _layer_codes(self, node: Node, grids: Mapping[str, Grid]) -> tuple[_Codes, _Codes | None]:
+        """The layer's weights and bias (None without one) with their integer codes now."""
         x_name, w_name, b_name = node.inputs
-        x, w = env[x_name], self.constant(w_name)
+        w = self.constant(w_name)
         axis = weight_axis(node) if self.per_channel else None
         scales = weight_scales(w, axis)
         shape = [1] * w.ndim
         if axis is not None:
             shape[axis] = -1
-        w_hat = (weight_codes(w, scales, axis) * scales.reshape(shape)).to(w.dtype)
-        w_q = w + (w_hat - w).detach()
+        weights = _Codes(w, weight_codes(w, scales, axis), scales.reshape(shape))
         if not b_name:
-            return [x, w_q, None]
+            return weights, None
         b = self.constant(b_name)
         # The bias grid follows the input's scale but does not steer it (the scale's gradient comes from
         # the activations it rounds).
-        channels = b.shape[0]
-        bias_scales = grids[self.groups[x_name]].scale.detach() * torch.broadcast_to(scales, (channels,))
-        b_hat = (bias_codes(b, bias_scales) * bias_scales).to(b.dtype)
-        return [x, w_q, b + (b_hat - b).detach()]
+        bias_scales = grids[self.groups[x_name]].scale.detach() * torch.broadcast_to(scales, b.shape)
+        return weights, _Codes(b, bias_codes(b, bias_scales), bias_scales)
 
     # -- what the tests compare with the exported graph ---------------------------------------------
 
     def integer_weights(self, node: Node) -> tuple[np.ndarray, np.ndarray | None]:
         """The int8 weight and int32 bias codes the layer computes with now."""
-        _, w_name, b_name = node.inputs
-        w = self.constant(w_name)
-        axis = weight_axis(node) if self.per_channel else None
-        scales = weight_scales(w, axis)
-        q_w = weight_codes(w, scales, axis).cpu().numpy().astype(np.int8)
-        if not b_name:
-            return q_w, None
-        b = self.constant(b_name)
-        s_in = self.grids()[self.groups[node.inputs[0]]].scale.detach()
-        q_b = bias_codes(b, s_in * torch.broadcast_to(scales, b.shape)).cpu().numpy().astype(np.int32)
-        return q_w, q_b
+        weights, bias = self._layer_codes(node, self.grids())
+        q_w = weights.codes.cpu().numpy().astype(np.int8)
+        return q_w, None if bias is None else bias.codes.cpu().numpy().astype(np.int32)
+
+
+@dataclass(frozen=True)
+class _Codes:
+    """A trained constant and its integer codes (float64) at `scales` (broadcastable to it)."""
+
+    values: torch.Tensor
+    codes: torch.Tensor
+    scales: torch.Tensor
+
+    def fake(self) -> torch.Tensor:
+        """The codes' real values forward; the constant's own gradient backward (STE)."""
+        rounded = (self.codes * self.scales).to(self.values.dtype)
+        return self.values + (rounded - self.values).detach()
 
 
 def _group_span(

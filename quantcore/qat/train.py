@@ -38,11 +38,18 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.passes.equalize import equalize
 from quantcore.qat.fake_quant import FakeQuantNet, QatError
 from quantcore.quantize.bias_correction import corrected_bias
-from quantcore.quantize.document import bias_corrections, equalization_applied, float_graph_for, to_document
+from quantcore.quantize.document import (
+    bias_corrections,
+    equalization_applied,
+    float_graph_for,
+    from_document,
+    to_document,
+)
 from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
 from quantcore.runtime.onnx_float import to_ir_layout
 from quantcore.verify.evaluate import float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
+from quantcore.verify.report import json_db
 
 LOSSES = ("distill", "labels")
 SCORE_SAMPLES = 256
@@ -121,10 +128,9 @@ def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions = QatOpt
             raise QatTrainingError(f"{model.path.name}: {exc}") from exc
         data = train.head(options.samples) if options.samples else train
         checkpoints = _Checkpoints(net, student_graph, start, model, calib) if rank == 0 else None
-        after_epoch = None
         if checkpoints is not None:
             checkpoints.score(0)
-            after_epoch = checkpoints.score
+        after_epoch = None if checkpoints is None else checkpoints.score
         losses, samples = _train(net, teacher, data, options, rank, world, device, after_epoch)
         result = QatResult(rank, epoch_losses=losses)
         if checkpoints is not None:
@@ -280,15 +286,24 @@ class _Checkpoints:
         self.net, self.graph, self.start = net, graph, start
         self.data = calib.head(SCORE_SAMPLES)
         self.reference = float_outputs(model.float_model, model.graph, self.data)
+        self.observed = {
+            name: (entry["observed"]["min"], entry["observed"]["max"])
+            for name, entry in start["tensors"].items()
+            if entry.get("kind") == "activation" and "observed" in entry
+        }
         self.sqnr: list[float] = []
         self.best_epoch = 0
+        self.best: tuple[Graph, dict[str, np.ndarray]] | None = None
+        """The best epoch's exported graph and fine-tuned constants."""
         self._best_state: dict[str, Any] = {}
 
     def score(self, epoch: int) -> None:
-        value = self.sqnr_of(self.quantized())
+        weights = self.weights()
+        qgraph = self.quantized(weights)
+        value = self.sqnr_of(qgraph)
         self.sqnr.append(value)
         if epoch == 0 or value > self.sqnr[self.best_epoch]:
-            self.best_epoch = epoch
+            self.best_epoch, self.best = epoch, (qgraph, weights)
             self._best_state = copy.deepcopy(self.net.state_dict())
 
     def sqnr_of(self, qgraph: Graph) -> float:
@@ -306,17 +321,12 @@ class _Checkpoints:
                 )
         return weights
 
-    def quantized(self) -> Graph:
-        """The network as it is now, quantized by the PTQ code from its learned ranges."""
+    def quantized(self, weights: Mapping[str, np.ndarray]) -> Graph:
+        """The network with `weights` and its ranges now, quantized by the PTQ code."""
         graph = self.graph
-        trained = graph.with_tensors(*(graph.tensor(n).evolve(data=v) for n, v in self.weights().items()))
-        observed = {
-            name: (entry["observed"]["min"], entry["observed"]["max"])
-            for name, entry in self.start["tensors"].items()
-            if entry.get("kind") == "activation" and "observed" in entry
-        }
+        trained = graph.with_tensors(*(graph.tensor(n).evolve(data=v) for n, v in weights.items()))
         ranges = self.net.learned_ranges()
-        calibration = Calibration(ranges, observed, dict.fromkeys(ranges, "qat"))
+        calibration = Calibration(ranges, self.observed, dict.fromkeys(ranges, "qat"))
         config = QuantConfig(
             per_channel=self.start["scheme"]["weights"] == "per-channel",
             rounding=Rounding(self.start["scheme"]["rounding"]),
@@ -336,10 +346,11 @@ def _export(
     samples: int,
 ) -> None:
     """The document of the best checkpoint, with the run and its scores in the "finetuned" entry."""
-    qgraph = checkpoints.quantized()
+    assert checkpoints.best is not None  # epoch 0 is always scored
+    qgraph, weights = checkpoints.best
     sqnr = {
-        "ptq": _finite(checkpoints.sqnr_of(_start_qgraph(model, start))),
-        "qat": _finite(checkpoints.sqnr[checkpoints.best_epoch]),
+        "ptq": json_db(checkpoints.sqnr_of(from_document(model.graph, start))),
+        "qat": json_db(checkpoints.sqnr[checkpoints.best_epoch]),
     }
     transforms = {key: dict(value) for key, value in start.get("transforms", {}).items()}
     if "bias_correction" in transforms:
@@ -356,22 +367,12 @@ def _export(
         "seed": options.seed,
         "start_biases": "corrected" if bias_corrections(start) else "float",
         "output_sqnr_db": sqnr,
-        "epoch_output_sqnr_db": [_finite(v) for v in checkpoints.sqnr],
+        "epoch_output_sqnr_db": [json_db(v) for v in checkpoints.sqnr],
         "kept_epoch": checkpoints.best_epoch,
     }
     result.document = to_document(qgraph, start["calibration"], transforms, finetuned=finetuned)
-    result.weights, result.qgraph, result.net = checkpoints.weights(), qgraph, net
+    result.weights, result.qgraph, result.net = weights, qgraph, net
     result.start_document = dict(start)
-
-
-def _start_qgraph(model: Any, start: Mapping[str, Any]) -> Graph:
-    from quantcore.quantize.document import from_document
-
-    return from_document(model.graph, start)
-
-
-def _finite(value: float) -> float | None:
-    return round(value, 3) if math.isfinite(value) else None
 
 
 # -- processes ---------------------------------------------------------------------------------------

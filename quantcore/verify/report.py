@@ -285,6 +285,11 @@ def format_db(value: float) -> str:
     return f"{value:.2f}" if math.isfinite(value) else str(value)
 
 
+def json_db(value: float) -> float | None:
+    """A dB figure as the JSON files keep it: 3 decimals, None (null) when it is not finite."""
+    return round(value, 3) if math.isfinite(value) else None
+
+
 def _cosine(value: float) -> str:
     # Truncated, not rounded: 0.9999996 shows as 0.999999, so 1.000000 is only ever an exact cosine of 1.
     return f"{math.floor(value * 1e6) / 1e6:.6f}"

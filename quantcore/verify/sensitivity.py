@@ -34,7 +34,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.runtime import float_exec, int8_exec
 from quantcore.runtime.onnx_float import to_ir_layout
 from quantcore.verify.metrics import ClassificationAccumulator, output_sqnr_db
-from quantcore.verify.report import format_db, write_atomically
+from quantcore.verify.report import format_db, json_db, write_atomically
 
 REPORT_VERSION = 1
 
@@ -58,7 +58,7 @@ class LayerSensitivity:
         return {
             "name": self.name,
             "op": self.op,
-            "output_sqnr_db": _finite(self.output_sqnr_db),
+            "output_sqnr_db": json_db(self.output_sqnr_db),
             "top1_drop_points": self.top1_drop_points,
             "gradient": self.gradient,
             "gradient_noise": self.gradient_noise,
@@ -89,7 +89,7 @@ class SensitivityReport:
             "model": self.model,
             "params_file": self.params_file,
             "samples": self.samples,
-            "output_sqnr_db": _finite(self.output_sqnr_db),
+            "output_sqnr_db": json_db(self.output_sqnr_db),
             "ranking": {
                 by: [layer.name for layer in self.ranking(by)]
                 for by in ("sqnr", "gradient", "gradient_noise")
@@ -266,10 +266,6 @@ def gradient_magnitudes(float_graph: Graph, data: DataSet, batch_size: int = 64)
                 sums[layers[tensor]] += float(grad.abs().sum())
                 counts[layers[tensor]] += grad.numel()
     return {layer: sums[layer] / counts[layer] for layer in sums if counts[layer]}
-
-
-def _finite(value: float) -> float | None:
-    return round(value, 3) if math.isfinite(value) else None
 
 
 def _sci(value: float | None) -> str:
