@@ -5,11 +5,14 @@ from __future__ import annotations
 import re
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]+")
+MAX_CHARS = 64
+"""Identifiers are cut to this many characters (a 10,000-character node name would otherwise become a
+10,000-character symbol); Symbols keeps them unique with a numeric suffix."""
 
 
 def c_identifier(name: str) -> str:
-    """`name` with every run of non-identifier characters turned into one underscore."""
-    ident = _NOT_IDENT.sub("_", name).strip("_") or "x"
+    """`name` with every run of non-identifier characters turned into one underscore, at most MAX_CHARS."""
+    ident = _NOT_IDENT.sub("_", name).strip("_")[:MAX_CHARS].rstrip("_") or "x"
     return ident if not ident[0].isdigit() else f"_{ident}"
 
 

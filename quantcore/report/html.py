@@ -39,7 +39,7 @@ def _bytes(value: int | None) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    env = environment().overlay(autoescape=True)
+    env = environment().overlay(autoescape=True, finalize=None)  # HTML: autoescape, not the C check
     # A dict of its own: the overlay otherwise shares (and would add to) the C templates' filters.
     env.filters = {
         **environment().filters,
