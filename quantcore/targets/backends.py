@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import enum
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from quantcore.targets import process
 from quantcore.targets.build import Firmware
 from quantcore.targets.errors import FlashError, ToolchainNotFound
 from quantcore.targets.toolchain import require_tool
@@ -46,12 +46,14 @@ class FlashSettings:
 
 def _run(command: list[str], doing: str, timeout: float, cwd: Path | None = None) -> str:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False)
-    except subprocess.TimeoutExpired:
-        raise FlashError(f"{doing} timed out after {timeout:g} s: {' '.join(command)}") from None
+        done = process.run_capped(command, timeout, cwd=cwd)
     except FileNotFoundError:
         raise ToolchainNotFound(f"{command[0]} is not installed (not found on PATH)") from None
-    output = done.stdout + done.stderr
+    except OSError as exc:
+        raise FlashError(f"{doing}: cannot start {command[0]}: {exc.strerror or exc}") from None
+    if done.ending is process.Ending.TIMEOUT:
+        raise FlashError(f"{doing} timed out after {timeout:g} s: {' '.join(command)}")
+    output = (done.stdout + done.stderr).decode("utf-8", "replace")
     if done.returncode != 0:
         raise FlashError(f"{doing} failed (exit {done.returncode}): {_tail(output)}")
     return output

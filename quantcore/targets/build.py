@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import enum
 import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from quantcore import cmsis_nn
 from quantcore.kernels.requantize import Rounding
+from quantcore.targets import process
 from quantcore.targets.errors import BudgetError, FirmwareBuildError
 from quantcore.targets.render import render, write_text
 from quantcore.targets.target import Kind, Target
@@ -217,14 +217,16 @@ def _memory(target: Target) -> dict[str, int]:
 
 
 def _run(command: list[str], doing: str) -> None:
+    """Run a compiler step; its output is read as it comes and only its tail kept (for the message)."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise FirmwareBuildError(
-            f"{doing} timed out after {COMPILE_TIMEOUT_S} s: {' '.join(command)}"
-        ) from None
+        done = process.run_capped(command, COMPILE_TIMEOUT_S)
+    except OSError as exc:
+        raise FirmwareBuildError(f"{doing}: cannot start {command[0]}: {exc.strerror or exc}") from None
+    if done.ending is process.Ending.TIMEOUT:
+        raise FirmwareBuildError(f"{doing} timed out after {COMPILE_TIMEOUT_S} s: {' '.join(command)}")
     if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-30:])
+        output = (done.stdout + done.stderr).decode("utf-8", "replace")
+        tail = "\n".join(output.strip().splitlines()[-30:])
         if "overflowed by" in tail or "will not fit in region" in tail or "left for the stack" in tail:
             raise BudgetError(f"{doing}: the firmware does not fit the target's memory:\n{tail}")
         raise FirmwareBuildError(f"{doing} failed (exit {done.returncode}):\n{tail}")

@@ -29,6 +29,10 @@ class FirmwareTimeout(TargetError):
     """The firmware did not finish its transcript within the timeout (a hang, or output lost)."""
 
 
+class FirmwareOutputLimit(TargetError):
+    """The firmware printed more than limits.FIRMWARE_OUTPUT_MAX_BYTES without ending its transcript."""
+
+
 class FirmwareFault(TargetError):
     """The firmware crashed: a Cortex-M fault handler ran, or the host process died of a signal."""
 

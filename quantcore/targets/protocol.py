@@ -35,6 +35,8 @@ VERSION = "v1"
 BEGIN = "FIXPOINT BEGIN"
 END = "FIXPOINT END"
 FAULT = "FIXPOINT FAULT"
+FINAL_PREFIXES = (END.encode(), FAULT.encode())
+"""How the lines a reader stops after begin (see is_final), as bytes."""
 
 _BEGIN = re.compile(r"FIXPOINT BEGIN (\S+) model=(\S+) layers=(\d+) cases=(\d+)")
 _END = re.compile(r"FIXPOINT END status=([a-z-]+)((?: [a-z]+=-?\d+)*)")

@@ -8,13 +8,18 @@ quantcore.targets.protocol against the sizes the model declares.
 from __future__ import annotations
 
 import signal
-import subprocess
-import time
 from dataclasses import dataclass
 
-from quantcore.targets import protocol
+from quantcore import limits
+from quantcore.targets import process, protocol
 from quantcore.targets.build import Channel, Firmware
-from quantcore.targets.errors import FirmwareFailed, FirmwareFault, FirmwareTimeout, TargetError
+from quantcore.targets.errors import (
+    FirmwareFailed,
+    FirmwareFault,
+    FirmwareOutputLimit,
+    FirmwareTimeout,
+    TargetError,
+)
 from quantcore.targets.target import Kind
 from quantcore.targets.toolchain import require_tool
 
@@ -74,24 +79,40 @@ def qemu_semihosting_command(firmware: Firmware) -> list[str]:
 def run_process(
     command: list[str], channel: str, timeout: float, expect: protocol.Expectation | None
 ) -> RunResult:
-    """Run `command`, its stdout being the transcript; timeout, fault and failure become clear errors."""
-    start = time.monotonic()
+    """Run `command`, its stdout being the transcript; timeout, fault, flood and failure become clear errors.
+
+    The output is read as it comes and kept only up to the transcript's final line: a firmware that
+    prints without end is stopped at quantcore.limits.FIRMWARE_OUTPUT_MAX_BYTES.
+    """
     try:
-        done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
+        done = process.run_capped(command, timeout, final=protocol.FINAL_PREFIXES)
+    except OSError as exc:
+        raise TargetError(f"{channel}: cannot start {command[0]}: {exc.strerror or exc}") from None
+    text = done.stdout.decode("ascii", "replace")
+    stderr = done.stderr.decode("utf-8", "replace")
+    if done.ending is process.Ending.TIMEOUT:
         raise FirmwareTimeout(
             f"{channel}: the firmware timed out after {timeout:g} s (a hang, or a model too slow for the "
-            f"timeout); last output: {_tail(exc.stdout)}"
-        ) from None
-    text = done.stdout.decode("ascii", "replace")
-    check_exit(done.returncode, text, done.stderr.decode("utf-8", "replace"), channel)
-    return finish(text, channel, expect, time.monotonic() - start, done.stderr.decode("utf-8", "replace"))
+            f"timeout); last output: {_tail(text)}"
+        )
+    if done.ending is process.Ending.LIMIT:
+        raise output_limit_error(channel, text)
+    check_exit(done.returncode or 0, text, stderr, channel)
+    return finish(text, channel, expect, done.seconds, stderr)
+
+
+def output_limit_error(channel: str, tail: str) -> FirmwareOutputLimit:
+    mib = limits.FIRMWARE_OUTPUT_MAX_BYTES // limits.MIB
+    return FirmwareOutputLimit(
+        f"{channel}: the firmware printed more than {mib} MiB without finishing its transcript (no "
+        f"'{protocol.END}' line; it was stopped); last output: {_tail(tail)}"
+    )
 
 
 def check_exit(returncode: int, text: str, stderr: str, channel: str) -> None:
     """A fault (exit 127 or a signal) is FirmwareFault, whatever the transcript says."""
     if returncode < 0:
-        name = signal.Signals(-returncode).name
+        name = _signal_name(-returncode)
         raise FirmwareFault(f"firmware faulted ({channel}): killed by {name}; last output: {_tail(text)}")
     if returncode == FAULT_STATUS or protocol.FAULT in text:
         report = next((line for line in text.splitlines() if line.startswith(protocol.FAULT)), "")
@@ -117,6 +138,13 @@ def finish(
             f"{channel}: the firmware reported status={transcript.status} {details}".rstrip()
         )
     return RunResult(transcript, text, channel, seconds)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # real-time signals between SIGRTMIN and SIGRTMAX have no name of their own
+        return f"signal {number}"
 
 
 def _tail(data: bytes | str | None, chars: int = 200) -> str:
