@@ -3,6 +3,8 @@
 Handlers stay small: update the index, ask the checker for a run, convert findings (diagnostics.py).
 Long work (regenerate, quantize, flash and verify) lives in features/commands.py and runs off the event
 loop. The watchdog observer (watcher.py) feeds file-system changes of files not open in the editor.
+Every request gets an answer, whatever its params (protocol.py); a document URI that is not a local
+file (`untitled:`, a malformed URI) is a document the server knows nothing about: empty answers.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from fixpoint_server import __version__, diagnostics, settings
 from fixpoint_server.checker import DISK_DELAY, Checker
 from fixpoint_server.findings import Finding
 from fixpoint_server.index import WorkspaceIndex
+from fixpoint_server.protocol import FixpointProtocol
 from fixpoint_server.rules.context import FileKind
 from quantcore.project import FILENAME
 
@@ -27,7 +30,7 @@ log = logging.getLogger(__name__)
 
 class FixpointServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("fixpoint", __version__)
+        super().__init__("fixpoint", __version__, protocol_cls=FixpointProtocol)
         self.index = WorkspaceIndex(Path.cwd())
         self.project_findings: list[Finding] = []
         self.checker = Checker(self.index, self.publish, lambda: list(self.project_findings))
@@ -52,15 +55,23 @@ class FixpointServer(LanguageServer):
         self.index.project = project
         self.index.scan()
         ctx = self.index.context()
-        self.index.project = settings.discover(root, project, ctx.files_of(*_PARAMS), ctx.c_files())
-        for finding in self.project_findings:
-            self.window_show_message(
-                lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=finding.message)
-            )
+        self.index.project = settings.discover(
+            root, project, ctx.files_of(*_PARAMS), ctx.c_files(), self.index.read
+        )
+        for message in [f.message for f in self.project_findings] + list(self.index.notes):
+            self.warn(message)
+
+    def warn(self, message: str) -> None:
+        self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
 
     def path_of(self, uri: str) -> Path | None:
-        path = to_fs_path(uri)
-        return Path(path).resolve() if path else None
+        """The local file a document URI names, resolved; None for any other URI (untitled:, https:,
+        a malformed one)."""
+        try:
+            path = to_fs_path(uri)
+            return Path(path).resolve() if path else None
+        except (ValueError, OSError, RuntimeError):  # e.g. `file://[::1`, a NUL byte, a symlink loop
+            return None
 
     # -- publishing ---------------------------------------------------------------------------------
 
@@ -111,6 +122,8 @@ def initialized(ls: FixpointServer, params: lsp.InitializedParams) -> None:
 def shutdown(ls: FixpointServer, params: None) -> None:
     if ls.watcher is not None:
         ls.watcher.stop()
+        ls.watcher = None
+    ls.checker.stop()
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)

@@ -3,9 +3,11 @@
 Editor events (didOpen/didChange/didSave) ask for a check after EDIT_DELAY. File-system events ask
 for one DISK_DELAY after the last of a burst (each event pushes the run back, but never more than
 MAX_WAIT after the first), so a `git checkout` touching a thousand files is one run. A request that
-arrives during a run makes exactly one more run afterwards. The rules run in a worker
-thread; publishing happens on the event loop. After each run, every document that had diagnostics and
-has none now is published empty, so fixed problems disappear; unchanged files are not published again.
+arrives during a run makes exactly one more run afterwards, and a checkWorkspace during a run waits
+for it: one run at a time. The rules run in a daemon thread (a check stuck in a slow model import
+must not keep the process alive after `exit`); publishing happens on the event loop. After each run,
+every document that had diagnostics and has none now is published empty, so fixed problems
+disappear; unchanged files are not published again.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import asyncio
 import contextlib
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from fixpoint_server.findings import Finding
 from fixpoint_server.index import WorkspaceIndex
@@ -28,6 +32,7 @@ DISK_DELAY = 0.25
 MAX_WAIT = 2.0
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Publisher = Callable[[dict[Path, list[Finding]]], None]
 """Receives, per file, its findings (an empty list clears the file's diagnostics)."""
 
@@ -45,10 +50,14 @@ class Checker:
         self._first: float | None = None
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._one_at_a_time: asyncio.Lock | None = None
+        self._stopped = False
 
     def request(self, delay: float = EDIT_DELAY) -> None:
         """Ask for a check `delay` seconds from now: an editor's request (EDIT_DELAY) keeps the earliest
         due time; a file-system request (DISK_DELAY) moves it to `delay` after the latest event."""
+        if self._stopped:
+            return
         now = time.monotonic()
         self._first = self._first if self._due is not None and self._first is not None else now
         if delay >= DISK_DELAY:
@@ -61,6 +70,13 @@ class Checker:
             self._task = asyncio.get_running_loop().create_task(self._loop())
         assert self._wakeup is not None
         self._wakeup.set()
+
+    def stop(self) -> None:
+        """No more checks (shutdown): the pending one is cancelled, a running one is left to finish."""
+        self._stopped = True
+        self._due = None
+        if self._task is not None:
+            self._task.cancel()
 
     async def run_now(self) -> list[Finding]:
         """Check immediately (a command's "check workspace"); returns the findings."""
@@ -80,10 +96,15 @@ class Checker:
             await self._run()
 
     async def _run(self) -> None:
+        self._one_at_a_time = self._one_at_a_time or asyncio.Lock()
+        async with self._one_at_a_time:  # two runs at once would race over the shared FactsCache
+            await self._check()
+
+    async def _check(self) -> None:
         context = self.index.context()
         started = time.perf_counter()
         try:
-            findings = await asyncio.get_running_loop().run_in_executor(None, run_rules, context)
+            findings = await in_daemon_thread(run_rules, context)
         except Exception:  # never let one failed run stop the server's checking
             log.exception("check failed")
             return
@@ -119,3 +140,29 @@ class Checker:
                 self._published[path] = (findings, version)
         self._published = {p: v for p, v in self._published.items() if v[0]}
         self.publish(changed)
+
+
+async def in_daemon_thread(function: Callable[..., T], *args: object) -> T:
+    """`function(*args)` in a daemon thread, awaited. The event loop's default executor would do, but
+    its threads are joined when the process exits: one stuck thread and `exit` never ends."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: Exception | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)  # type: ignore[arg-type]
+
+    def work() -> None:
+        try:
+            result, error = function(*args), None
+        except Exception as exc:  # handed to the awaiting coroutine, which decides
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name="fixpoint-check", daemon=True).start()
+    return await future

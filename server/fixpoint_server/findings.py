@@ -43,6 +43,11 @@ class Code(enum.Enum):
     STALE_GENERATED = ("stale-generated", Severity.WARNING, "generated sources out of date or edited by hand")
     SUSPICIOUS_SCALE = ("suspicious-scale", Severity.WARNING, "a scale that signals failed calibration")
     PROJECT_SETTINGS = ("project-settings", Severity.WARNING, "a fixpoint.toml value that cannot be used")
+    SKIPPED_FILE = (
+        "skipped-file",
+        Severity.WARNING,
+        "a file or folder not read: special, outside the workspace, too large, too deep or unreadable",
+    )
 
     def __init__(self, code: str, severity: Severity, summary: str) -> None:
         self.code = code

@@ -2,9 +2,15 @@
 
 Open documents shadow the disk (the editor's buffer is the truth while a file is open). Files on disk
 are read lazily and kept by (mtime, size), so a re-check re-reads only what changed; a watchdog event
-or an editor event invalidates one entry. Binary and non-UTF-8 files read as None (the rules skip
-them); files above MAX_BYTES are not read at all. Build output, VCS and virtualenv folders are never
-indexed, nor anything under the project's [checks] exclude globs.
+or an editor event invalidates one entry. Binary files read as None (the rules skip them), non-UTF-8
+ones as Latin-1. Build output, VCS and virtualenv folders are never indexed, nor anything under the
+project's [checks] exclude globs.
+
+The tree may be hostile (a FIFO named `src/pipe.c`, a symlink `src/zero.c -> /dev/zero` committed to
+git, 1,500 nested folders): every file is read through quantcore.untrusted (regular files inside the
+workspace, at most SOURCE_MAX_BYTES, never a blocking open), the tree is walked iteratively within the
+budgets of quantcore.limits, and what was not read is remembered with the reason (`skipped`, `notes`)
+so the skipped-file rule can say so instead of staying silent.
 """
 
 from __future__ import annotations
@@ -16,14 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fixpoint_server.rules.context import CheckContext, FactsCache, FileKind, classify
+from quantcore import limits, untrusted
 from quantcore.project import Project
 
 SKIPPED_DIRS = frozenset({
     ".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".pio", ".vscode", ".idea",
     "build", "cmake-build-debug", "cmake-build-release", "_build", "out",
 })  # fmt: skip
-MAX_BYTES = 64 * 1024 * 1024
-"""Larger files are not read (a generated weights file of a big model is tens of MB; this is far above)."""
 BINARY_PROBE = 8192
 
 
@@ -42,6 +47,10 @@ class WorkspaceIndex:
         self.open_docs: dict[Path, tuple[int, str]] = {}
         """path -> (editor version, text) of the documents open in the editor."""
         self.cache = FactsCache()
+        self.skipped: dict[Path, str] = {}
+        """Indexed files that are not read, and why (a FIFO, a symlink leaving the workspace, too large)."""
+        self.notes: tuple[str, ...] = ()
+        """What the last scan's budgets left out (folders nested too deep, too many entries)."""
         self._disk: dict[Path, _Cached] = {}
         self._lock = threading.Lock()
 
@@ -49,17 +58,36 @@ class WorkspaceIndex:
 
     def scan(self) -> int:
         """(Re)list every indexed file under the root; returns how many."""
+        walked = untrusted.walk(self.root, self._skipped_dir)
         found: dict[Path, FileKind] = {}
-        for folder, dirs, names in os.walk(self.root):
-            dirs[:] = sorted(d for d in dirs if not self._skipped_dir(Path(folder) / d))
-            for name in names:
-                path = Path(folder) / name
-                kind = self.kind_of(path)
-                if kind is not None:
-                    found[path] = kind
+        skipped: dict[Path, str] = {}
+        for path in walked.files:
+            kind = self.kind_of(path)
+            if kind is None:
+                continue
+            found[path] = kind
+            problem = self._problem(path)
+            if problem is not None:
+                skipped[path] = problem
         with self._lock:
             self.files = found | {p: k for p, k in self.files.items() if p in self.open_docs}
+            self.skipped = skipped
+            self.notes = tuple(walked.notes(self.root))
         return len(self.files)
+
+    def _problem(self, path: Path) -> str | None:
+        """Why `path` cannot be read (special file, symlink out of the workspace, unreadable), from its
+        stat alone; the size limit is found when the file is read."""
+        try:
+            untrusted.regular_file(path, root=self.root)
+        except untrusted.UntrustedInputError as exc:
+            return exc.problem
+        return None
+
+    def problem(self, path: Path) -> str | None:
+        """Why the indexed file `path` was not read, or None (an open document is always read)."""
+        with self._lock:
+            return None if path in self.open_docs else self.skipped.get(path)
 
     def kind_of(self, path: Path) -> FileKind | None:
         """The kind of a path the index would keep (None: not indexed)."""
@@ -88,15 +116,24 @@ class WorkspaceIndex:
         with self._lock:
             self._disk.pop(path, None)
         kind = self.kind_of(path)
-        if kind is None or not path.is_file():
+        if kind is None or not os.path.lexists(path) or (path.is_dir() and not path.is_symlink()):
             return self.deleted(path)
+        problem = self._problem(path)
         with self._lock:
             self.files[path] = kind
+            self._set_problem(path, problem)
         return True
+
+    def _set_problem(self, path: Path, problem: str | None) -> None:
+        if problem is None:
+            self.skipped.pop(path, None)
+        else:
+            self.skipped[path] = problem
 
     def deleted(self, path: Path) -> bool:
         with self._lock:
             self._disk.pop(path, None)
+            self.skipped.pop(path, None)
             known = self.files.pop(path, None) is not None and path not in self.open_docs
             if path in self.open_docs:
                 self.files[path] = classify(path) or FileKind.C_SOURCE
@@ -114,27 +151,35 @@ class WorkspaceIndex:
     def closed(self, path: Path) -> None:
         with self._lock:
             self.open_docs.pop(path, None)
-            if not path.is_file():
+            if not os.path.lexists(path):
                 self.files.pop(path, None)
 
     # -- reading ------------------------------------------------------------------------------------
 
     def read(self, path: Path) -> str | None:
+        """The editor's buffer of an open document, else the file's text on disk (None: binary, or not
+        read - then `problem(path)` says why)."""
         with self._lock:
             doc = self.open_docs.get(path)
         if doc is not None:
             return doc[1]
         try:
-            stat = path.stat()
+            stat = path.stat()  # a stat never blocks, even on a FIFO; reading is untrusted.read_bytes's job
         except OSError:
             return None
         with self._lock:
             cached = self._disk.get(path)
         if cached is not None and (cached.mtime_ns, cached.size) == (stat.st_mtime_ns, stat.st_size):
             return cached.text
-        text = _read_text(path, stat.st_size)
+        problem = None
+        try:
+            text = _decode(untrusted.read_bytes(path, limit=limits.SOURCE_MAX_BYTES, root=self.root))
+        except untrusted.UntrustedInputError as exc:
+            text, problem = None, exc.problem
         with self._lock:
             self._disk[path] = _Cached(stat.st_mtime_ns, stat.st_size, text)
+            if path in self.files:
+                self._set_problem(path, problem)
         return text
 
     def version(self, path: Path) -> str:
@@ -155,16 +200,13 @@ class WorkspaceIndex:
     def context(self) -> CheckContext:
         with self._lock:
             files = dict(self.files)
-        return CheckContext(self.root, self.project, files, self.read, self.cache, self.version)
+        return CheckContext(
+            self.root, self.project, files, self.read, self.cache, self.version,
+            problem=self.problem, notes=self.notes,
+        )  # fmt: skip
 
 
-def _read_text(path: Path, size: int) -> str | None:
-    if size > MAX_BYTES:
-        return None
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
+def _decode(data: bytes) -> str | None:
     if b"\0" in data[:BINARY_PROBE]:
         return None
     try:

@@ -3,43 +3,97 @@
 With a fixpoint.toml, every bad value is a project-settings finding at its key's line (the default is
 kept and the server goes on). Without one, the project is what the tree suggests: the only quant-params
 JSON (if there is exactly one), the model it records, and the folder holding Fixpoint-generated sources.
+
+The workspace boundary holds for settings too: `model`, `params` and `generated` must resolve (symlinks
+too) inside the project root, or they are refused at their line like any bad value - `generated =
+'../escape'` must not make a regeneration write outside the workspace. ([cmsis_nn] path is exempt: it
+names the user's CMSIS-NN checkout, outside the workspace by design.) A fixpoint.toml that is not a
+regular file inside the workspace (a FIFO, a symlink out) is not read; the skipped-file rule says so.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from fixpoint_server.findings import Code, Finding, Span
+from quantcore import display, limits, untrusted
 from quantcore.codegen.files import read_header
 from quantcore.project import FILENAME, SEVERITIES, Problem, Project, load_project
+
+BOUNDED = ("model", "params", "generated")
+"""The settings that name files in the workspace (read, or written by the commands)."""
+Reader = Callable[[Path], str | None]
 
 
 def load(root: Path) -> tuple[Project, list[Finding]]:
     """The settings of the project at `root` and the problems of its fixpoint.toml (if any)."""
     path = root / FILENAME
-    if not path.is_file():
-        return Project(generated=root / "generated"), []
+    defaults = Project(generated=root / "generated")
+    if not os.path.lexists(path):
+        return defaults, []
+    try:
+        text = untrusted.read_text(path, limit=limits.SOURCE_MAX_BYTES, root=root)
+    except untrusted.UntrustedInputError:
+        return defaults, []  # a FIFO, a symlink out, too large: reported by the skipped-file rule
     project, problems = load_project(path)
     problems += _unknown_rules(project)
+    findings = [_finding(path, text, p) for p in problems]
+    project, refused = _inside(root, project, path, text)
+    return project, findings + refused
+
+
+def _inside(root: Path, project: Project, path: Path, text: str) -> tuple[Project, list[Finding]]:
+    """`project` with every BOUNDED setting that leaves `root` back at its default, and their findings
+    (data: "refused" = the key, "message" = the refusal with fixpoint.toml:line, for the commands)."""
+    defaults = Project(generated=root / "generated")
+    refused: list[Finding] = []
+    for key in BOUNDED:
+        value = getattr(project, key)
+        problem = None if value is None else _outside(value, root)
+        if problem is None:
+            continue
+        project = dataclasses.replace(project, **{key: getattr(defaults, key)})
+        span = key_span(text, key)
+        data = {"refused": key, "message": f"{FILENAME}:{span.line + 1}: {key}: {problem}"}
+        message = f"{key}: {problem} (the default is used)"
+        refused.append(Finding(Code.PROJECT_SETTINGS, message, path, span, data=data))
+    return project, refused
+
+
+def _outside(value: Path, root: Path) -> str | None:
+    """Why the setting `value` may not be used (it leaves `root`), or None."""
+    shown = display.name(os.fspath(value))
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        text = ""
-    return project, [_finding(path, text, p) for p in problems]
+        if untrusted.is_inside(value, root):
+            return None
+        real = os.path.realpath(value)
+    except ValueError:  # a NUL byte in the path
+        return f"{shown} is not a usable path"
+    via = f" (it resolves to {display.name(real)})" if real != os.path.abspath(value) else ""
+    return f"{shown}{via} leads outside the workspace {root}: Fixpoint reads and writes only inside it"
 
 
-def discover(root: Path, project: Project, params: Iterable[Path], c_files: Iterable[Path]) -> Project:
-    """Fill what fixpoint.toml did not say from the tree: params, model, generated folder."""
+def refusal(findings: Iterable[Finding], key: str) -> str | None:
+    """Why fixpoint.toml's `key` was refused (it leaves the workspace), with its file:line; None if not."""
+    return next((str(f.data["message"]) for f in findings if f.data.get("refused") == key), None)
+
+
+def discover(
+    root: Path, project: Project, params: Iterable[Path], c_files: Iterable[Path], read: Reader
+) -> Project:
+    """Fill what fixpoint.toml did not say from the tree: params, model, generated folder. `read` is the
+    index's reader (regular files inside the workspace only)."""
     if project.path is not None:
         return project
     candidates = sorted(params)
     only = candidates[0] if len(candidates) == 1 else None
-    model = _recorded_model(only) if only is not None else None
-    generated = _generated_folder(c_files)
+    model = _recorded_model(root, only, read) if only is not None else None
+    generated = _generated_folder(c_files, read)
     return dataclasses.replace(
         project,
         params=only or project.params,
@@ -64,26 +118,24 @@ def with_severities(project: Project, editor: dict[str, str]) -> Project:
     return dataclasses.replace(project, checks=checks)
 
 
-def _recorded_model(params: Path) -> Path | None:
-    import json
-
+def _recorded_model(root: Path, params: Path, read: Reader) -> Path | None:
+    """The model the JSON records, when it is a file inside the workspace."""
+    text = read(params)
     try:
-        recorded = json.loads(params.read_text())["model"]["path"]
-    except (OSError, ValueError, KeyError, TypeError):
+        recorded = untrusted.loads_json(text or "", str(params))["model"]["path"]
+    except (ValueError, KeyError, TypeError, untrusted.UntrustedInputError):
         return None
-    candidate = params.parent / str(recorded)
-    return candidate if candidate.is_file() else None
+    if not isinstance(recorded, str) or "\0" in recorded:
+        return None
+    candidate = params.parent / recorded
+    return candidate if untrusted.is_inside(candidate, root) and candidate.is_file() else None
 
 
-def _generated_folder(c_files: Iterable[Path]) -> Path | None:
+def _generated_folder(c_files: Iterable[Path], read: Reader) -> Path | None:
     for path in sorted(c_files):
         if path.suffix == ".h":
-            try:
-                with path.open(errors="replace") as f:
-                    head = f.read(4096)
-            except OSError:
-                continue
-            if read_header(head) is not None:
+            text = read(path)
+            if text is not None and read_header(text) is not None:
                 return path.parent
     return None
 

@@ -62,7 +62,13 @@ def start_watching(ls: FixpointServer) -> Any:
         observer.schedule(_Handler(ls, asyncio.get_event_loop()), str(ls.index.root), recursive=True)
         observer.daemon = True
         observer.start()
-    except OSError as exc:
-        log.warning("not watching %s: %s", ls.index.root, exc)
+    except (OSError, RecursionError) as exc:
+        # inotify's watch limit; or watchdog's recursive os.walk on folders nested ~1,000 deep
+        why = "folders nest too deep" if isinstance(exc, RecursionError) else str(exc)
+        log.warning("not watching %s: %s", ls.index.root, why)
+        ls.warn(
+            f"Fixpoint is not watching {ls.index.root} for changes ({why}); files are checked again when"
+            " you edit or save them, or with Check Workspace"
+        )
         return None
     return observer

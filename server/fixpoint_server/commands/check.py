@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fixpoint check: {args.path} does not exist", file=sys.stderr)
         return 2
     findings, root = check_path(target)
-    if target.is_file():
+    if not target.is_dir():
         findings = [f for f in findings if f.path == target]
     print(render(findings, root, args.format))
     return 1 if any(f.effective_severity is Severity.ERROR for f in findings) else 0
@@ -64,7 +64,8 @@ def check_path(target: Path) -> tuple[list[Finding], Path]:
     index = WorkspaceIndex(root, project)
     index.scan()
     ctx = index.context()
-    index.project = settings.discover(root, project, ctx.files_of(FileKind.PARAMS_JSON), ctx.c_files())
+    params, c_files = ctx.files_of(FileKind.PARAMS_JSON), ctx.c_files()
+    index.project = settings.discover(root, project, params, c_files, index.read)
     return run_rules(index.context()) + problems, root
 
 
@@ -82,13 +83,19 @@ def render(findings: list[Finding], root: Path, fmt: str) -> str:
     if fmt == "sarif":
         return json.dumps(_sarif(findings, root), indent=2)
     lines = [
-        f"{_relative(f.path, root)}:{f.span.line + 1}:{f.span.column + 1}: {f.effective_severity.value}:"
-        f" {f.message} [{f.code.code}]"
+        f"{one_line(_relative(f.path, root))}:{f.span.line + 1}:{f.span.column + 1}:"
+        f" {f.effective_severity.value}: {one_line(f.message)} [{f.code.code}]"
         for f in findings
     ]
     errors = sum(f.effective_severity is Severity.ERROR for f in findings)
     lines.append(f"{len(findings)} finding{'s' * (len(findings) != 1)}, {errors} error{'s' * (errors != 1)}")
     return "\n".join(lines)
+
+
+def one_line(text: str) -> str:
+    """`text` with what could break or forge a line of the report (a file named `a\nb.c`, a terminal
+    escape in a message) shown as <U+XXXX>; other characters, non-ASCII ones included, kept."""
+    return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in text)
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -3,7 +3,9 @@
 The standard json module gives values without positions, and a finding about `$.tensors["x"].scale`
 must point at that line. The document itself is still decoded by json (numbers, strings, escapes);
 this scanner only walks the same text to record offsets, so both always agree. It accepts exactly the
-JSON that json.loads accepts and assumes the text has already been decoded by it.
+JSON that json.loads accepts and assumes the text has already been decoded by it. Both recurse once per
+level of nesting, so a document nested deeper than quantcore.limits.JSON_MAX_DEPTH is refused first,
+as a JSONDecodeError at its line (every caller already reports those where they are).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fixpoint_server.findings import LineIndex, Span
+from quantcore import untrusted
 
 Path = tuple[str | int, ...]
 """A JSON path as keys and indices: ("tensors", "conv1.weight", "scale")."""
@@ -22,6 +25,7 @@ _WS = re.compile(r"[ \t\n\r]*")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _LITERAL = re.compile(r"true|false|null|NaN|-?Infinity")
+_PROBLEM_LINE = re.compile(r"line (\d+): ")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,11 @@ class Located:
 
 def locate(text: str) -> Located:
     """Decode `text` (json.JSONDecodeError as json.loads raises it) and record every value's span."""
+    too_deep = untrusted.json_depth_problem(text)
+    if too_deep is not None:
+        line = _PROBLEM_LINE.match(too_deep)
+        at = LineIndex(text).offset(int(line.group(1)) - 1, 0) if line else 0
+        raise json.JSONDecodeError(_PROBLEM_LINE.sub("", too_deep, count=1), text, at)
     value = json.loads(text)
     walker = _Walker(text)
     walker.value(walker.skip(0), ())

@@ -25,6 +25,7 @@ RULE_MODULES = (
     "zero_point_c",
     "kernel_opt_level",
     "missing_cmsis_nn",
+    "skipped_file",
 )
 """Modules of fixpoint_server.rules, in the order their findings are computed."""
 

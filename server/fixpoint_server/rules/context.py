@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from quantcore import display, limits, untrusted
 from quantcore.project import Project
 
 T = TypeVar("T")
+_MESSAGE_MAX_CHARS = 1000
+"""An error raised while loading a hostile model can quote megabytes of it; a finding shows this much."""
 
 if TYPE_CHECKING:
     from fixpoint_server.parse.build_files import BuildFacts
@@ -77,6 +80,12 @@ def classify(path: Path) -> FileKind | None:
     return _BY_SUFFIX.get(path.suffix.lower())
 
 
+def _stamp(path: Path) -> str:
+    """mtime and size: changes whenever the file does (a stat never opens the file)."""
+    stat = path.stat()
+    return f"{stat.st_mtime_ns}:{stat.st_size}"
+
+
 def digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
@@ -117,6 +126,11 @@ class CheckContext:
     version: Callable[[Path], str] | None = None
     """A cheap key that changes whenever the file's text does (the editor's version, or mtime and size);
     None: parsed facts are keyed by a digest of the text."""
+    problem: Callable[[Path], str | None] | None = None
+    """Why an indexed file was not read (a FIFO, a symlink out of the workspace, too large), or None;
+    asked after the file was read (see the skipped-file rule)."""
+    notes: tuple[str, ...] = ()
+    """What the walk of the tree left out (folders nested too deep, too many entries)."""
     _memo: dict[Any, Any] = field(default_factory=dict, repr=False)
     """What this snapshot has already computed: texts, sorted file lists, the C workspace."""
 
@@ -192,7 +206,8 @@ class CheckContext:
         return found
 
     def file_sha256(self, path: Path) -> str | None:
-        """SHA-256 of the file's bytes on disk (what `fixpoint generate` hashed), cached by mtime and size."""
+        """SHA-256 of the file's bytes on disk (what `fixpoint generate` hashed), cached by mtime and size;
+        None for what cannot be read (a FIFO or device, a symlink out of the workspace, a vanished file)."""
         try:
             stat = path.stat()
         except OSError:
@@ -201,29 +216,46 @@ class CheckContext:
 
         def compute() -> str | None:
             try:
-                return hashlib.sha256(path.read_bytes()).hexdigest()
-            except OSError:
+                data = untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES, root=self.root)
+            except untrusted.UntrustedInputError:
                 return None
+            return hashlib.sha256(data).hexdigest()
 
         result: str | None = self.cache.get("sha256", path, key, compute)
         return result
 
     def quantized(self, params: ParamsFile) -> QuantizedModel | None:
-        """The int8 graph the JSON and its model define (None when the model is missing or broken)."""
-        from fixpoint_server.parse.params import quantize_from
-
+        """The int8 graph the JSON and its model define (None when the model is missing; a model that
+        cannot be used - outside the workspace, broken, past the import limits - has `error` set)."""
         model = params.model_path(self)
         if params.document is None or model is None:
             return None
-        key = f"{params.digest}:{model.stat().st_mtime_ns}:{model.stat().st_size}"
         sidecar = params.finetuned_path()
-        if sidecar is not None:  # a replaced sidecar must be re-read (and fail its checksum)
-            stat = sidecar.stat() if sidecar.is_file() else None
-            key += f":{stat.st_mtime_ns}:{stat.st_size}" if stat else ":missing"
+        try:
+            key = f"{params.digest}:{_stamp(model)}"
+            if sidecar is not None:  # a replaced sidecar must be re-read (and fail its checksum)
+                key += f":{_stamp(sidecar) if sidecar.is_file() else 'missing'}"
+        except OSError:
+            return None  # vanished since model_path looked
         result: QuantizedModel | None = self.cache.get(
-            "quantized", params.path, key, lambda: quantize_from(params, model)
+            "quantized", params.path, key, lambda: self._quantize(params, model, sidecar)
         )
         return result
+
+    def _quantize(self, params: ParamsFile, model: Path, sidecar: Path | None) -> QuantizedModel:
+        from fixpoint_server.parse.params import QuantizedModel, quantize_from
+        from quantcore.ir import Graph
+
+        def refused(problem: str) -> QuantizedModel:
+            return QuantizedModel(Graph("empty", {}, (), (), ()), model, problem)
+
+        for what, path in (("the model", model), ("its fine-tuned weights", sidecar)):
+            if path is not None and not untrusted.is_inside(path, self.root):
+                return refused(f"{what} {display.name(path)} is outside the workspace {self.root}")
+        try:
+            return quantize_from(params, model)
+        except Exception as exc:  # a hostile model can make onnx or numpy raise anything: a finding, no crash
+            return refused(display.shorten(f"{type(exc).__name__}: {exc}", _MESSAGE_MAX_CHARS))
 
 
 def kernel_globs(ctx: CheckContext) -> Iterable[str]:
