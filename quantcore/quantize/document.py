@@ -13,13 +13,14 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from quantcore import __version__
+from quantcore import __version__, display, limits, untrusted
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.passes.equalize import equalize
@@ -267,11 +268,13 @@ def finetuned_weights(
     params = Path(params_path)
     path = params.parent / entry["weights"]
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
+        # A regular file inside the JSON's folder, within the size of a model: never a FIFO that would
+        # block, a symlink to /dev/zero or to a file outside the project.
+        raw = untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES, root=params.parent)
+    except untrusted.UntrustedInputError as exc:
         raise DocumentError(
             f"{path}: cannot read the fine-tuned weights {params.name} was made with"
-            f" ({exc.strerror or exc}); keep {path.name} next to {params.name}, or re-run fixpoint qat"
+            f" ({exc.problem}); keep {path.name} next to {params.name}, or re-run fixpoint qat"
         ) from exc
     digest = hashlib.sha256(raw).hexdigest()
     if digest != entry["sha256"]:
@@ -280,11 +283,27 @@ def finetuned_weights(
             " the fine-tuned weights changed after fixpoint qat wrote them; restore the file written"
             " with the JSON, or re-run fixpoint qat to write both again"
         )
+    return _npz_arrays(path, raw)
+
+
+def _npz_arrays(path: Path, raw: bytes) -> dict[str, np.ndarray]:
+    """The arrays of an .npz, refused (not decompressed) when its members would expand past the size a
+    model's weights can have: a zip bomb is a message, not a MemoryError."""
     try:
+        with zipfile.ZipFile(io.BytesIO(raw)) as archive:
+            expanded = sum(info.file_size for info in archive.infolist())
+        if expanded > limits.MODEL_MAX_BYTES:
+            raise DocumentError(
+                f"{path}: its arrays would expand to {expanded} bytes, more than a model's weights"
+                f" ({limits.MODEL_MAX_BYTES}); re-run fixpoint qat"
+            )
         with np.load(io.BytesIO(raw), allow_pickle=False) as npz:
             return {name: npz[name] for name in npz.files}
-    except (OSError, ValueError) as exc:
-        raise DocumentError(f"{path}: not a readable .npz of weights ({exc}); re-run fixpoint qat") from exc
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        problem = display.shorten(str(exc))
+        raise DocumentError(
+            f"{path}: not a readable .npz of weights ({problem}); re-run fixpoint qat"
+        ) from exc
 
 
 def _with_finetuned(

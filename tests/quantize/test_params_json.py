@@ -109,8 +109,8 @@ def every_op_doc() -> dict[str, Any]:
                 "act_min": -3,
                 "act_max": 117,
                 **conv,
-                "multiplier": [1717986918, 1717986918, 1288490189, 1717986918],
-                "shift": [-2, -1, -1, 0],
+                "multiplier": [1374389535, 1374389535, 2061584302, 1374389535],
+                "shift": [-6, -5, -5, -4],
             },
         ),
         _layer(
@@ -138,7 +138,7 @@ def every_op_doc() -> dict[str, Any]:
                 "left_shift": 20,
                 "out_offset": -3,
                 "out_mult": 1073741824,
-                "out_shift": -19,
+                "out_shift": -18,
                 **CLAMP,
             },
         ),
@@ -172,8 +172,8 @@ def every_op_doc() -> dict[str, Any]:
                 "input_offset": 3,
                 "filter_offset": 0,
                 "output_offset": -3,
-                "multiplier": 1374389535,
-                "shift": -5,
+                "multiplier": 1099511628,
+                "shift": -8,
                 **CLAMP,
             },
         ),
@@ -183,7 +183,7 @@ def every_op_doc() -> dict[str, Any]:
             "arm_softmax_s8",
             ["y"],
             "p",
-            params={"mult": 1717986918, "shift": 22, "diff_min": -248},
+            params={"mult": 1717986918, "shift": 22, "diff_min": -496},
         ),
     ]
     return doc
@@ -302,13 +302,16 @@ TRICKY_FLOATS = [0.1 + 0.2, 1 / 3, 5e-324, 2.0**-40, 1.7976931348623157e308, 123
 
 
 def test_write_then_load_gives_back_the_document_with_exact_floats(tmp_path: Path) -> None:
-    doc = edited(example(), {"tensors/conv1.weight/scale": TRICKY_FLOATS, "tensors/relu1/observed/min": -0.0})
+    # Observed ranges take any finite number (scales have a range, and multipliers follow from them).
+    doc = edited(
+        example(), {"tensors/conv1.weight/observed/max": TRICKY_FLOATS, "tensors/relu1/observed/min": -0.0}
+    )
     path = tmp_path / "params.json"
     write(path, doc)
     loaded = load(path)
     assert loaded == doc
-    scales = loaded["tensors"]["conv1.weight"]["scale"]
-    assert [s.hex() for s in scales] == [s.hex() for s in TRICKY_FLOATS]  # bit for bit
+    highs = loaded["tensors"]["conv1.weight"]["observed"]["max"]
+    assert [s.hex() for s in highs] == [s.hex() for s in TRICKY_FLOATS]  # bit for bit
     assert loaded["tensors"]["relu1"]["observed"]["min"].hex() == "-0x0.0p+0"  # the sign of zero too
     assert path.read_text(encoding="utf-8") == dump(doc)
     assert list(loaded["tensors"]) == list(doc["tensors"])  # key order kept
@@ -603,7 +606,7 @@ RULES = [
     case(
         "scale-positive",
         {"tensors/relu1/scale": 0.0},
-        "$.tensors.relu1.scale: must be a positive number, got 0.0",
+        "$.tensors.relu1.scale: must be a positive number in [1e-40, 1e30], got 0.0",
     ),
     case(
         "scale-finite",
@@ -762,7 +765,7 @@ RULES = [
     case(
         "multiplier-range",
         {"layers/0/params/multiplier/2": 2147483648},
-        "$.layers[0].params.multiplier[2]: must be in [-2147483647, 2147483647], got 2147483648",
+        "$.layers[0].params.multiplier[2]: must be in [0, 2147483647], got 2147483648",
     ),
     case(
         "shift-range",
@@ -919,11 +922,19 @@ def test_int16_layers_take_int64_biases_and_int16_clamps() -> None:
             "tensors/relu1/dtype": "int16",
             "tensors/relu1/zero_point": 0,
             "tensors/conv1.bias/dtype": "int64",
+            "layers/0/kernel": "arm_convolve_wrapper_s16",
             "layers/0/params/output_offset": 0,
             "layers/0/params/act_min": 0,
             "layers/0/params/act_max": 32767,
+            "layers/1/inputs": ["relu1@int8"],
         },
     )
+    # The int8 pool reads an int8 copy, converted as the quantizer converts (s_in / s_out = 1: 2^30, 1).
+    doc["tensors"]["relu1@int8"] = {**doc["tensors"]["pool1"], "shape": [1, 28, 28, 8]}
+    doc["layers"].insert(1, _layer(
+        "relu1.to_int8", "requantize", "fixpoint_requantize", ["relu1"], "relu1@int8",
+        params={"input_offset": 0, "output_offset": -128, "multiplier": 1 << 30, "shift": 1, **CLAMP},
+    ))  # fmt: skip
     assert validate(doc) == []
     too_wide = edited(doc, {"layers/0/params/act_max": 32768})
     assert messages(too_wide) == ["$.layers[0].params.act_max: must be in [-32768, 32767], got 32768"]
