@@ -7,6 +7,7 @@ that differ and the first difference (case, channel, index). Exit 0 when every b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from typing import Any
 
@@ -25,27 +26,63 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace, board: bool) -> int:
+    """The command; a board or flashing setting that cannot be used is bad input (exit 2)."""
+    from quantcore.targets.errors import SettingError
+
+    try:
+        return _run(args, board)
+    except SettingError as exc:
+        raise fw.BadInput(str(exc)) from None
+
+
+def _run(args: argparse.Namespace, board: bool) -> int:
     from quantcore.targets import verify
     from quantcore.targets.build import Channel, read_header
 
     ctx = fw.resolve(args)
-    model = fw.load_model(ctx, required=True)
-    assert model is not None
-    src = fw.sources(ctx, model)
-    cases = fw.cases(ctx, model, read_header(src).input_bytes)
-    firmware = fw.build(ctx, src, cases, Channel.UART if board else None)
-    memory = fw.audit(ctx, firmware)
-    if board and not args.json:
-        print(f"memory (checked before flashing): {memory.format()}", flush=True)
-    metrics = [] if getattr(args, "no_float_metrics", False) else fw.float_metrics(model, cases)
-    report = verify.verify_run(
-        model.qgraph, cases, firmware, _executor(ctx, firmware, board), memory, metrics
-    )
+    with contextlib.ExitStack() as stack:
+        link = _board_link(ctx, stack) if board else None
+        model = fw.load_model(ctx, required=True)
+        assert model is not None
+        src = fw.sources(ctx, model)
+        cases = fw.cases(ctx, model, read_header(src).input_bytes)
+        firmware = fw.build(ctx, src, cases, Channel.UART if board else None)
+        memory = fw.audit(ctx, firmware)
+        if board and not args.json:
+            print(f"memory (checked before flashing): {memory.format()}", flush=True)
+        metrics = [] if getattr(args, "no_float_metrics", False) else fw.float_metrics(model, cases)
+        report = verify.verify_run(
+            model.qgraph, cases, firmware, _executor(ctx, firmware, board, link), memory, metrics
+        )
     print(json.dumps(report.to_dict()) if args.json else verify.format_table(report))
     return fw.EXIT_PASS if report.comparison.passed else fw.EXIT_FAIL
 
 
-def _executor(ctx: fw.Context, firmware: Any, board: bool) -> Any:
+def _board_link(ctx: fw.Context, stack: contextlib.ExitStack) -> Any:
+    """What the board route needs, checked before the model is built: the serial port (opened and held
+    from here on: a missing device or a port another program holds is the message, not a later
+    failure) and the UART the harness writes to. None for QEMU, whose UART is a socket of its own."""
+    from quantcore.targets import backends
+    from quantcore.targets import board as board_route
+    from quantcore.targets.build import Channel, check_channel
+    from quantcore.targets.serial_link import SETTING
+    from quantcore.targets.target import Kind
+
+    if ctx.target.kind is Kind.HOST:
+        raise fw.BadInput("flash-verify needs a QEMU target or a board; use `fixpoint verify` for the host")
+    if ctx.target.kind is not Kind.BOARD:
+        return None
+    serial, flash = ctx.args.serial, ctx.project.flash
+    origin = "--serial" if serial else SETTING
+    link = stack.enter_context(board_route.open_uart(serial or flash.serial, flash.baud, origin))
+    check_channel(ctx.target, Channel.UART)
+    backends.check_settings(_settings(ctx))
+    if flash.backend is backends.BackendName.GDB:
+        backends.check_gdb_remote(flash.gdb_remote)
+    return link
+
+
+def _executor(ctx: fw.Context, firmware: Any, board: bool, link: Any) -> Any:
     from quantcore.targets import board as board_route
     from quantcore.targets.run import run_firmware
     from quantcore.targets.target import Kind
@@ -56,12 +93,9 @@ def _executor(ctx: fw.Context, firmware: Any, board: bool) -> Any:
     if ctx.target.kind is Kind.QEMU:
         ports = (getattr(ctx.args, "gdb_port", 0) or 0, getattr(ctx.args, "uart_port", 0) or 0)
         return lambda expect: board_route.run_on_qemu_board(firmware, timeout, expect, *ports)
-    if ctx.target.kind is Kind.HOST:
-        raise fw.BadInput("flash-verify needs a QEMU target or a board; use `fixpoint verify` for the host")
     return lambda expect: board_route.flash_and_read(
-        firmware, ctx.project.flash.backend, _settings(ctx), ctx.args.serial or ctx.project.flash.serial,
-        timeout, expect, ctx.project.flash.baud,
-    )  # fmt: skip
+        firmware, ctx.project.flash.backend, _settings(ctx), link, timeout, expect
+    )
 
 
 def _settings(ctx: fw.Context) -> Any:

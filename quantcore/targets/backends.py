@@ -10,15 +10,25 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from quantcore.targets import process
 from quantcore.targets.build import Firmware
-from quantcore.targets.errors import FlashError, ToolchainNotFound
+from quantcore.targets.errors import FlashError, SettingError, ToolchainNotFound
+from quantcore.targets.serial_link import is_host_port, shown
 from quantcore.targets.toolchain import require_tool
 
 FLASH_TIMEOUT_S = 120.0
+GDB_CONNECT_TIMEOUT_S = 10
+"""Seconds gdb waits for a GDB server's host to answer a connection."""
+_PROBE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+"""A probe serial number: it goes into OpenOCD's Tcl (`adapter serial ...`), where `;` or `[` would run
+a command."""
+_DEVICE = re.compile(r"[A-Za-z0-9_.+/:@][A-Za-z0-9_.+/:@ -]{0,199}")
+"""A device / target name or OpenOCD config path: one line (a J-Link script is one command per line),
+no leading '-' (an option to pyocd)."""
 
 
 class BackendName(enum.Enum):
@@ -44,7 +54,7 @@ class FlashSettings:
     speed_khz: int = 4000
 
 
-def _run(command: list[str], doing: str, timeout: float, cwd: Path | None = None) -> str:
+def _run(command: list[str], doing: str, timeout: float, cwd: Path | None = None, check: bool = True) -> str:
     try:
         done = process.run_capped(command, timeout, cwd=cwd)
     except FileNotFoundError:
@@ -54,7 +64,7 @@ def _run(command: list[str], doing: str, timeout: float, cwd: Path | None = None
     if done.ending is process.Ending.TIMEOUT:
         raise FlashError(f"{doing} timed out after {timeout:g} s: {' '.join(command)}")
     output = (done.stdout + done.stderr).decode("utf-8", "replace")
-    if done.returncode != 0:
+    if check and done.returncode != 0:
         raise FlashError(f"{doing} failed (exit {done.returncode}): {_tail(output)}")
     return output
 
@@ -68,10 +78,13 @@ def _tail(text: str) -> str:
 
 def gdb_commands(firmware: Firmware, settings: FlashSettings, gdb: str = "gdb-multiarch") -> list[str]:
     # compare-sections is the verify step; system_reset reloads SP/PC from the vector table (after load
-    # SP is 0); no `continue`, which would block until the firmware exits.
+    # SP is 0); no `continue`, which would block until the firmware exits. Without auto-retry a refused
+    # connection fails at once instead of after gdb's 15 s of retrying.
     return [
         gdb, "-nx", "-batch",
-        "-ex", f"target remote {settings.gdb_remote}",
+        "-ex", "set tcp auto-retry off",
+        "-ex", f"set tcp connect-timeout {GDB_CONNECT_TIMEOUT_S}",
+        "-ex", f"target remote {check_gdb_remote(settings.gdb_remote)}",
         "-ex", "load",
         "-ex", "compare-sections",
         "-ex", "monitor system_reset",
@@ -80,33 +93,71 @@ def gdb_commands(firmware: Firmware, settings: FlashSettings, gdb: str = "gdb-mu
     ]  # fmt: skip
 
 
+def check_gdb_remote(remote: str) -> str:
+    """`remote` when it is <host>:<port>; anything else is refused (`| command` would make gdb run it)."""
+    if not is_host_port(remote):
+        raise SettingError(
+            f"[flash] gdb_remote {shown(remote)} is not <host>:<port> with a port from 1 to 65535 "
+            "(e.g. 127.0.0.1:3333); fix it in fixpoint.toml"
+        )
+    return remote
+
+
 def flash_gdb(firmware: Firmware, settings: FlashSettings, timeout: float = FLASH_TIMEOUT_S) -> None:
     gdb = require_tool("gdb-multiarch", "gdb-multiarch")
-    output = _run(
-        gdb_commands(firmware, settings, gdb), f"flashing over GDB ({settings.gdb_remote})", timeout
-    )
+    command = gdb_commands(firmware, settings, gdb)
+    output = _run(command, f"flashing over GDB ({settings.gdb_remote})", timeout, check=False)
+    connect = _gdb_connect_problem(output, settings.gdb_remote)
+    if connect:
+        raise FlashError(connect)
     if "MIS-MATCHED" in output:
         raise FlashError(
             f"the image at {settings.gdb_remote} does not match {firmware.path} after load: {_tail(output)}"
         )
-    for bad in (
-        "Connection refused",
-        "Connection timed out",
-        "Remote communication error",
-        "No such file",
-        "Error",
-    ):
+    for bad in ("Remote communication error", "No such file", "Error"):
         if bad in output:
             raise FlashError(f"flashing over GDB ({settings.gdb_remote}) failed: {_tail(output)}")
     if "Transfer rate" not in output and "Start address" not in output:
         raise FlashError(f"gdb did not load {firmware.path} into {settings.gdb_remote}: {_tail(output)}")
 
 
+def _gdb_connect_problem(output: str, remote: str) -> str | None:
+    """Why gdb could not reach a GDB server at `remote`, from what it printed; None if it could."""
+    where = f"{remote} ([flash] gdb_remote)"
+    if "Connection refused" in output:
+        return (
+            f"no GDB server at {where}: the connection was refused; start the probe's GDB server "
+            "(pyocd gdbserver, openocd, JLinkGDBServer) or point gdb_remote at it"
+        )
+    if "Connection timed out" in output:
+        return f"no GDB server at {where}: the connection timed out after {GDB_CONNECT_TIMEOUT_S} s"
+    if "cannot resolve name" in output:
+        return f"cannot resolve the host of {where}"
+    if "Remote replied unexpectedly" in output or "Ignoring packet error" in output:
+        return (
+            f"what listens at {where} does not answer as a GDB server (the serial port's TCP bridge, or "
+            f"another program?): {_tail(output)}"
+        )
+    return None
+
+
 # --------------------------------------------------------------------------------------------- pyocd
+
+
+def check_settings(settings: FlashSettings) -> FlashSettings:
+    """`settings` when its probe and device can go into a command line, a Tcl command or a J-Link script."""
+    for key, value, pattern in (("probe", settings.probe, _PROBE), ("device", settings.device, _DEVICE)):
+        if value and not pattern.fullmatch(value):
+            raise SettingError(
+                f"[flash] {key} {shown(value)} holds characters a probe {key} does not have; fix it in "
+                "fixpoint.toml"
+            )
+    return settings
 
 
 def pyocd_commands(firmware: Firmware, settings: FlashSettings) -> list[list[str]]:
     """`pyocd json --probes` (is a probe there?) then `pyocd flash` (-W: fail at once without a probe)."""
+    check_settings(settings)
     flash = ["pyocd", "flash", "-W", "--format", "hex"]
     flash += ["-t", settings.device] if settings.device else []
     flash += ["-u", settings.probe] if settings.probe else []
@@ -139,6 +190,7 @@ def parse_pyocd_probes(output: str) -> list[str]:
 
 
 def openocd_command(firmware: Firmware, settings: FlashSettings) -> list[str]:
+    check_settings(settings)
     command = ["openocd", "-f", settings.interface]
     command += ["-c", f"adapter serial {settings.probe}"] if settings.probe else []
     command += ["-c", f"adapter speed {settings.speed_khz}"]
@@ -162,6 +214,7 @@ def flash_openocd(firmware: Firmware, settings: FlashSettings, timeout: float = 
 
 def jlink_script(firmware: Firmware, settings: FlashSettings) -> str:
     """A J-Link Commander script: connect over SWD, load the .hex, reset and run."""
+    check_settings(settings)
     lines = [
         f"device {settings.device or 'Unspecified'}",
         "si SWD",
@@ -178,6 +231,7 @@ def jlink_script(firmware: Firmware, settings: FlashSettings) -> str:
 
 
 def jlink_command(script: Path, settings: FlashSettings) -> list[str]:
+    check_settings(settings)
     command = ["JLinkExe", "-NoGui", "1", "-ExitOnError", "1", "-AutoConnect", "1"]
     command += ["-USB", settings.probe] if settings.probe else []
     return [*command, "-CommanderScript", str(script)]

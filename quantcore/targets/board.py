@@ -21,7 +21,7 @@ from quantcore.targets import backends, protocol
 from quantcore.targets.build import Channel, Firmware
 from quantcore.targets.errors import PortBusyError, TargetError
 from quantcore.targets.run import RunResult, check_exit, finish, qemu_command
-from quantcore.targets.serial_link import SerialLink
+from quantcore.targets.serial_link import BAUD, SETTING, SerialLink, shown
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -139,25 +139,32 @@ def run_on_qemu_board(
         return finish(text, channel, expect, time.monotonic() - start, board.stderr())
 
 
-def flash_and_read(
-    firmware: Firmware,
-    backend: backends.BackendName,
-    settings: backends.FlashSettings,
-    serial_url: str,
-    timeout: float,
-    expect: protocol.Expectation | None = None,
-    baud: int = 115200,
-) -> RunResult:
-    """A real board: open its serial port first (nothing is lost), flash and start, read the transcript."""
+def open_uart(serial_url: str, baud: int = BAUD, origin: str = SETTING) -> SerialLink:
+    """The board's serial port, opened for this program alone before anything is built or flashed.
+
+    Opened first, so that a missing device, a port nobody serves or a port another program holds is
+    the message, and so that nothing the firmware prints after the reset is lost.
+    """
     if not serial_url:
         raise TargetError(
             "no serial port for the board's UART: set [flash] serial in fixpoint.toml (or --serial)"
         )
+    return SerialLink(serial_url, baud, origin)
+
+
+def flash_and_read(
+    firmware: Firmware,
+    backend: backends.BackendName,
+    settings: backends.FlashSettings,
+    link: SerialLink,
+    timeout: float,
+    expect: protocol.Expectation | None = None,
+) -> RunResult:
+    """A real board: flash and start it, read the transcript from its serial port (`open_uart`)."""
     start = time.monotonic()
-    with SerialLink(serial_url, baud) as link:
-        link.port.reset_input_buffer()
-        backends.flash(backend, firmware, settings)
-        text = link.read_transcript(timeout)
-    channel = f"serial port {serial_url}"
+    link.port.reset_input_buffer()  # what an earlier firmware printed is not this run's transcript
+    backends.flash(backend, firmware, settings)
+    text = link.read_transcript(timeout)
+    channel = f"serial port {shown(link.url)}"
     check_exit(0, text, "", channel)
     return finish(text, channel, expect, time.monotonic() - start)

@@ -15,15 +15,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from quantcore import cmsis_nn
+from quantcore import cmsis_nn, limits, untrusted
 from quantcore.kernels.requantize import Rounding
 from quantcore.targets import process
-from quantcore.targets.errors import BudgetError, FirmwareBuildError
+from quantcore.targets.errors import BudgetError, FirmwareBuildError, SettingError
 from quantcore.targets.render import render, write_text
 from quantcore.targets.target import Kind, Target
 from quantcore.targets.toolchain import Toolchain, require_toolchain
 
 COMPILE_TIMEOUT_S = 300
+ADDRESS_SPACE = 1 << 32
+"""Cortex-M addresses are 32 bits: an origin, size or UART address beyond them is a broken setting."""
 STACK_BYTES = 16 * 1024
 """Stack the linker script keeps free at the top of RAM (CMSIS-NN kernels use little; printf some)."""
 
@@ -62,7 +64,7 @@ def read_header(src: Path, prefix: str = "model") -> ModelHeader:
     path = src / f"{prefix}.h"
     if not path.is_file():
         raise FirmwareBuildError(f"{path} does not exist: generate the model first (`fixpoint generate`)")
-    macros = dict(_MACRO.findall(path.read_text()))
+    macros = dict(_MACRO.findall(untrusted.read_text(path, limit=limits.SOURCE_MAX_BYTES)))
     upper = prefix.upper()
 
     def size(name: str) -> int:
@@ -119,12 +121,13 @@ class BuildRequest:
 def build_firmware(request: BuildRequest) -> Firmware:
     """Render the harness files, compile and link; FirmwareBuildError with the compiler output if not."""
     target, channel = request.target, request.channel or default_channel(request.target)
+    check_channel(target, channel)
     header = read_header(request.src, request.prefix)
     _check_inputs(request, header)
     chain = require_toolchain(target.core)
     library = cmsis_nn.build_library(request.checkout, target.core, request.rounding, request.opt)
     harness_dir = request.build_dir / "harness"
-    sources = [*sorted(request.src.glob("*.c")), *_render_harness(request, channel, header, harness_dir)]
+    sources = [*_model_sources(request.src), *_render_harness(request, channel, header, harness_dir)]
     out = request.build_dir / ("firmware" if not target.cross else "firmware.elf")
     command = [chain.cc, *_cflags(request), f"-I{request.src}", f"-I{request.checkout.include_dir}"]
     command += [*map(str, sources), *_link_flags(target, channel, harness_dir), str(library), "-lm"]
@@ -132,6 +135,30 @@ def build_firmware(request: BuildRequest) -> Firmware:
     if chain.cross:
         _run([chain.objcopy, "-O", "ihex", str(out), str(out.with_suffix(".hex"))], "writing the .hex image")
     return Firmware(target, channel, out, header, len(request.inputs), request.model, chain)
+
+
+def _model_sources(src: Path) -> list[Path]:
+    """The .c files of the model directory, each a regular file (a FIFO would hang the compiler)."""
+    found = sorted(src.glob("*.c"))
+    for path in found:
+        untrusted.regular_file(path)
+    return found
+
+
+def check_channel(target: Target, channel: Channel) -> None:
+    """The UART channel needs the address of the UART the harness writes to (a board's own setting)."""
+    if channel is not Channel.UART:
+        return
+    if target.uart_base is None:
+        raise SettingError(
+            f"target {target.name} has no UART base address: the test harness writes its transcript to a "
+            "CMSDK APB UART at that address; set [board] uart_base in fixpoint.toml (e.g. 0x40004000)"
+        )
+    if not 0 <= target.uart_base < ADDRESS_SPACE:
+        raise SettingError(
+            f"target {target.name}: uart_base {target.uart_base:#x} is not a 32-bit address; fix [board] "
+            "uart_base in fixpoint.toml"
+        )
 
 
 def _check_inputs(request: BuildRequest, header: ModelHeader) -> None:
@@ -176,8 +203,6 @@ def _render_harness(request: BuildRequest, channel: Channel, header: ModelHeader
         "target": target.name,
         "core": target.core.label,
     }
-    if channel is Channel.UART and target.uart_base is None:
-        raise FirmwareBuildError(f"target {target.name} has no UART base address; set [board] uart_base")
     files = [
         write_text(
             out / "harness.c",
@@ -208,6 +233,12 @@ def _ints(case: bytes) -> list[int]:
 def _memory(target: Target) -> dict[str, int]:
     if target.flash is None or target.ram is None:
         raise FirmwareBuildError(f"target {target.name} has no flash/RAM layout; set them in [board]")
+    for what, region in (("flash", target.flash), ("ram", target.ram)):
+        if region.origin < 0 or region.size <= 0 or region.origin + region.size > ADDRESS_SPACE:
+            raise SettingError(
+                f"target {target.name}: {what} at {region.origin:#x}, {region.size} bytes, does not lie in "
+                f"the 32-bit address space; fix [board] {what}_origin and {what}_size in fixpoint.toml"
+            )
     return {
         "flash_origin": target.flash.origin,
         "flash_size": target.flash.size,

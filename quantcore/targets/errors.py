@@ -13,6 +13,12 @@ class UnknownTargetError(TargetError):
     """A target name that is neither built in nor the project's board."""
 
 
+class SettingError(TargetError):
+    """A board or flashing setting that cannot be used as given (fixpoint.toml [board] / [flash], or the
+    option that overrides it): a malformed URL or address, a missing UART address. Bad input, not a
+    failure of the board."""
+
+
 class ToolchainNotFound(TargetError):
     """A compiler, emulator or flashing tool the target needs is not installed (or not on PATH)."""
 

@@ -31,6 +31,8 @@ def test_gdb_loads_verifies_resets_and_detaches(tmp_path: Path) -> None:
     command = backends.gdb_commands(_firmware(tmp_path), FlashSettings(gdb_remote="127.0.0.1:1234"))
     exs = [command[i + 1] for i, arg in enumerate(command) if arg == "-ex"]
     assert exs == [
+        "set tcp auto-retry off",
+        "set tcp connect-timeout 10",
         "target remote 127.0.0.1:1234",
         "load",
         "compare-sections",
