@@ -2,39 +2,136 @@
 
 Packages that build on quantcore add subcommands through the entry-point group "fixpoint.commands"
 (the language server adds `check` and `lsp`), so quantcore never imports them.
+
+Every error ends here as one line on stderr, `fixpoint <command>: <what and where>: <what to do>`, and an
+exit status: 2 for bad usage or input (an option, a file's content), 1 for a failure (a build, a write,
+a mismatch). A traceback is shown only with --debug (or FIXPOINT_DEBUG=1), for reporting a bug.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
+from typing import NoReturn
 
 from quantcore.commands import COMMANDS
-from quantcore.errors import QuantcoreError
+from quantcore.display import one_line, shorten
+from quantcore.errors import InputError, QuantcoreError
+
+EXIT_FAIL, EXIT_USAGE = 1, 2
+MESSAGE_CHARS = 1000
+"""A message is cut to this many characters (a hostile name in it could otherwise be megabytes)."""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors as one line naming the command and option (and --debug on every command)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {one_line_message(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fixpoint", description="Float networks to verified int8 CMSIS-NN firmware."
+    parser = _OneLineParser(prog="fixpoint", description="Float networks to verified int8 CMSIS-NN firmware.")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error (for a bug report)"
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_OneLineParser)
     for name in COMMANDS:
         importlib.import_module(f"quantcore.commands.{name}").register(sub)
     for entry in sorted(entry_points(group="fixpoint.commands"), key=lambda e: e.name):
         entry.load().register(sub)
+    for command in sub.choices.values():
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+        )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # --help, or a usage error already printed: its status, as a return value
+        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     try:
         return int(args.func(args))
-    except QuantcoreError as exc:
-        print(f"fixpoint {args.command}: {exc}", file=sys.stderr)
-        return 1
+    except KeyboardInterrupt:
+        print(f"fixpoint {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the one place every error becomes a message
+        if args.debug or os.environ.get("FIXPOINT_DEBUG"):
+            raise
+        code, message = describe(exc)
+        print(f"fixpoint {args.command}: {one_line_message(message)}", file=sys.stderr)
+        return code
+
+
+def describe(exc: BaseException) -> tuple[int, str]:
+    """The exit status and message for an error that reached the top."""
+    if isinstance(exc, QuantcoreError):
+        return (EXIT_USAGE if _is_bad_input(exc) else EXIT_FAIL), str(exc)
+    if isinstance(exc, OSError):
+        return EXIT_FAIL, _os_error(exc)
+    if isinstance(exc, MemoryError):
+        return EXIT_FAIL, "ran out of memory; the input is too large for this machine (see --help for limits)"
+    if isinstance(exc, RecursionError):
+        return EXIT_USAGE, "an input is nested too deeply to process"
+    foreign = _foreign_input_error(exc)
+    if foreign is not None:
+        return EXIT_USAGE, foreign
+    return EXIT_FAIL, (
+        f"internal error ({type(exc).__name__}: {exc}); this is a Fixpoint bug - rerun with --debug and"
+        " report the traceback"
+    )
+
+
+def _is_bad_input(exc: QuantcoreError) -> bool:
+    from quantcore.quantize.document import DocumentError
+    from quantcore.quantize.params_json import QuantParamsError
+    from quantcore.targets.errors import UnknownTargetError
+
+    return isinstance(exc, (InputError, QuantParamsError, DocumentError, UnknownTargetError))
+
+
+_ERRNO_ADVICE = {
+    errno.EACCES: "check its permissions",
+    errno.EPERM: "check its permissions",
+    errno.EROFS: "the filesystem is read-only; choose another folder",
+    errno.ENOSPC: "the disk is full; free some space",
+    errno.EDQUOT: "the disk quota is exhausted; free some space",
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "it is a folder; give a file",
+    errno.EEXIST: "it already exists",
+    errno.EFBIG: "the file is too large for this system's limits",
+}
+
+
+def _os_error(exc: OSError) -> str:
+    where = exc.filename if exc.filename is not None else "a file"
+    advice = _ERRNO_ADVICE.get(exc.errno or 0, "")
+    return f"{where}: {exc.strerror or exc}" + (f"; {advice}" if advice else "")
+
+
+def _foreign_input_error(exc: BaseException) -> str | None:
+    """Errors of the libraries that read user files (zip, Pillow, protobuf, onnx), as input problems."""
+    import zipfile
+
+    module = type(exc).__module__.split(".")[0]
+    if isinstance(exc, zipfile.BadZipFile):
+        return f"not a valid .npz (zip) file: {exc}"
+    if module in ("PIL", "google", "onnx", "onnxruntime"):
+        return f"an input file could not be read ({type(exc).__name__}: {exc})"
+    return None
+
+
+def one_line_message(message: str) -> str:
+    """`message` on one line of printable text, cut to MESSAGE_CHARS."""
+    return one_line(shorten(" ".join(message.split()), MESSAGE_CHARS))
 
 
 if __name__ == "__main__":

@@ -3,22 +3,29 @@
 Arrays are taken as they are, in the model's own input layout and normalisation (an .npz holds `x` and,
 for top-1, integer labels `y`). Images are decoded with Pillow, converted to the model's channel count,
 resized to its input size and scaled to [0, 1], then laid out like the model input (NCHW for ONNX).
+
+A data file may be hostile: an .npy header can claim terabytes, a PNG can decompress to gigapixels, a
+"file" can be a FIFO. Headers are read and checked against quantcore.limits before any data is, and only
+regular files are opened; real numbers only (a complex array is refused, not silently cast).
 """
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
-from quantcore.errors import QuantcoreError
+from quantcore import limits
+from quantcore.errors import InputError
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".pgm", ".ppm", ".gif", ".tif", ".tiff"}
 
 
-class DataError(QuantcoreError):
+class DataError(InputError):
     """A data set that cannot be used: unreadable, empty, wrongly shaped or with non-finite values."""
 
 
@@ -60,22 +67,65 @@ def load(source: str | Path | Iterable[np.ndarray], input_shape: tuple[int, ...]
 
 
 def _arrays(path: Path) -> DataSet:
+    from quantcore.untrusted import UntrustedInputError, regular_file
+
     try:
+        size = regular_file(path).st_size
         if path.suffix == ".npy":
-            return DataSet(np.load(path, allow_pickle=False), None, str(path))
-        with np.load(path, allow_pickle=False) as npz:
-            if "x" not in npz.files:
-                raise DataError(f"{path}: no array 'x' (found {', '.join(npz.files) or 'none'})")
-            y = npz["y"] if "y" in npz.files else None
-            return DataSet(npz["x"], y, str(path))
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: cannot read ({exc})") from exc
+            with open(path, "rb") as handle:
+                return DataSet(_read_npy(handle, size, str(path)), None, str(path))
+        return _read_npz(path)
+    except UntrustedInputError as exc:
+        raise DataError(str(exc)) from exc
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise DataError(f"{path}: cannot read ({exc}); is it an .npy/.npz file numpy wrote?") from exc
+
+
+def _read_npz(path: Path) -> DataSet:
+    with zipfile.ZipFile(path) as archive:
+        members = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
+        if "x" not in members:
+            found = ", ".join(sorted(members)) or "none"
+            raise DataError(f"{path}: no array 'x' (found {found})")
+        arrays = {}
+        for key in ("x", "y"):
+            if key in members:
+                with archive.open(members[key]) as handle:
+                    arrays[key] = _read_npy(handle, members[key].file_size, f"{path}[{key}]")
+    return DataSet(arrays["x"], arrays.get("y"), str(path))
+
+
+def _read_npy(handle: IO[bytes], size: int, source: str) -> np.ndarray:
+    """An array from an open .npy stream of `size` bytes, its header checked before its data is read."""
+    fmt = np.lib.format
+    version = fmt.read_magic(handle)
+    read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+    shape, fortran, dtype = read_header(handle)  # the header only: no data read yet
+    if dtype.hasobject:
+        raise DataError(f"{source}: holds Python objects (pickles), which Fixpoint does not load")
+    claimed = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    if claimed > limits.DATA_MAX_BYTES:
+        raise DataError(
+            f"{source}: its header claims {claimed:,} bytes, more than Fixpoint loads"
+            f" ({limits.DATA_MAX_BYTES:,})"
+        )
+    remaining = size - handle.tell()
+    if claimed > remaining:  # checked before read(), which would allocate `claimed` bytes first
+        raise DataError(
+            f"{source}: its header claims {claimed:,} bytes but the file has {remaining:,} after it;"
+            " it is truncated"
+        )
+    data = handle.read(claimed)
+    if len(data) != claimed:
+        raise DataError(f"{source}: truncated ({len(data):,} of {claimed:,} bytes)")
+    array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+    return array
 
 
 def _images(folder: Path, input_shape: tuple[int, ...]) -> DataSet:
-    from PIL import Image, UnidentifiedImageError
+    from quantcore.untrusted import UntrustedInputError, walk
 
-    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    files = [p for p in walk(folder, lambda _dir: True).files if p.suffix.lower() in IMAGE_SUFFIXES]
     if not files:
         raise DataError(f"{folder}: no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
     if len(input_shape) != 4:
@@ -87,12 +137,38 @@ def _images(folder: Path, input_shape: tuple[int, ...]) -> DataSet:
     samples = []
     for file in files:
         try:
-            with Image.open(file) as image:
-                pixels = np.asarray(image.convert(mode).resize((width, height)), np.float32) / 255.0
-        except (OSError, UnidentifiedImageError) as exc:
-            raise DataError(f"{file}: cannot decode the image ({exc})") from exc
+            pixels = _decode(file, mode, (width, height))
+        except UntrustedInputError as exc:
+            raise DataError(str(exc)) from exc
         samples.append(pixels.reshape(height, width, channels).transpose(2, 0, 1))
     return DataSet(np.stack(samples), None, str(folder))
+
+
+def _decode(file: Path, mode: str, size: tuple[int, int]) -> np.ndarray:
+    """One image as float32 in [0, 1]: a regular file, its pixel count checked from the header first."""
+    from PIL import Image, UnidentifiedImageError
+
+    from quantcore.untrusted import regular_file
+
+    regular_file(file)
+    try:
+        with Image.open(file) as image:  # reads the header only
+            if image.size[0] * image.size[1] > limits.IMAGE_MAX_PIXELS:
+                raise DataError(_too_many_pixels(file, image.size))
+            decoded: Any = image.convert(mode).resize(size)
+            return np.asarray(decoded, np.float32) / 255.0
+    except Image.DecompressionBombError as exc:  # Pillow's own guard, at twice its default pixel limit
+        raise DataError(_too_many_pixels(file, None)) from exc
+    except (OSError, UnidentifiedImageError, ValueError) as exc:
+        raise DataError(f"{file}: cannot decode the image ({exc})") from exc
+
+
+def _too_many_pixels(file: Path, size: tuple[int, int] | None) -> str:
+    shown = f"{size[0]} x {size[1]} pixels" if size else "too many pixels"
+    return (
+        f"{file}: {shown}, more than Fixpoint decodes ({limits.IMAGE_MAX_PIXELS:,}): a decompression bomb?"
+        " Resize the image first"
+    )
 
 
 def _checked(data: DataSet, input_shape: tuple[int, ...]) -> DataSet:
@@ -107,10 +183,18 @@ def _checked(data: DataSet, input_shape: tuple[int, ...]) -> DataSet:
             raise DataError(
                 f"{data.source}: samples have shape {tuple(x.shape[1:])}, the model input needs {sample}"
             )
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
+        raise DataError(f"{data.source}: x holds {x.dtype} values; give real numbers (float or integer)")
     x = x.astype(np.float32)
     bad = int(np.count_nonzero(~np.isfinite(x)))
     if bad:
         raise DataError(f"{data.source}: {bad} non-finite values (NaN/Inf) in x")
+    largest = float(np.max(np.abs(x)))
+    if largest >= limits.DATA_MAX_ABS:
+        raise DataError(
+            f"{data.source}: x holds values up to {largest:.3g}; no int8 scale represents values of"
+            f" {limits.DATA_MAX_ABS:g} or more - check the data's units and normalisation"
+        )
     y = data.y
     if y is not None:
         y = np.asarray(y)

@@ -26,6 +26,12 @@ def printable(text: str) -> str:
     return "".join(ch if " " <= ch <= "~" and ch != "\\" else f"<U+{ord(ch):04X}>" for ch in text)
 
 
+def one_line(text: str) -> str:
+    """`text` with every character that is not printable (line breaks, controls, bidi overrides) as
+    <U+XXXX>; other Unicode (a folder named in Chinese) stays as it is. For messages."""
+    return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in text)
+
+
 def name(text: object, limit: int = limits.NAME_MAX_CHARS) -> str:
-    """A name for a message: shortened, printable and quoted, e.g. 'conv1' or 'x<U+000A>y'."""
-    return "'" + printable(shorten(str(text), limit)).replace("'", "\\'") + "'"
+    """A name for a message: shortened, on one line and quoted, e.g. 'conv1' or 'x<U+000A>y'."""
+    return "'" + one_line(shorten(str(text), limit)).replace("'", "\\'") + "'"

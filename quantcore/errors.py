@@ -11,6 +11,11 @@ class QuantcoreError(Exception):
     """Base of every error quantcore raises on purpose."""
 
 
+class InputError(QuantcoreError):
+    """The user's input cannot be used - an option, a setting, a file's content - as opposed to a failure
+    while working on good input; the CLI exits with status 2 for these, 1 for the others."""
+
+
 class KernelArgumentError(QuantcoreError):
     """A reference kernel was called with an argument CMSIS-NN would reject or mis-handle."""
 
@@ -21,7 +26,7 @@ class KernelArgumentError(QuantcoreError):
         super().__init__(f"{kernel}: argument '{argument}' {problem}")
 
 
-class VectorCaseError(QuantcoreError):
+class VectorCaseError(InputError):
     """A test-vector case on disk is malformed (missing array or define, unreadable file)."""
 
     def __init__(self, path: str, problem: str) -> None:
@@ -29,11 +34,11 @@ class VectorCaseError(QuantcoreError):
         super().__init__(f"{path}: {problem}")
 
 
-class CmsisNnNotFound(QuantcoreError):
+class CmsisNnNotFound(InputError):
     """No usable CMSIS-NN checkout was found where the product looks for one."""
 
 
-class ModelError(QuantcoreError):
+class ModelError(InputError):
     """A model file that cannot be read or imported: corrupt, truncated, dynamic shapes, NaN weights."""
 
     def __init__(self, path: str, problem: str, node: str | None = None) -> None:
@@ -50,3 +55,8 @@ class UnsupportedError(ModelError):
         self.op_type = op_type
         self.reason = reason
         super().__init__(path, f"{op_type} is not supported: {reason}", node)
+
+
+class OutputError(QuantcoreError):
+    """An output cannot be written (a read-only folder, a full disk, a file where a folder must be);
+    the message names the path, and says that nothing was changed when that is so."""

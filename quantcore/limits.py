@@ -53,3 +53,18 @@ activation byte per case; ds_cnn_s with 100 cases writes about 14 MB)."""
 NAME_MAX_CHARS = 256
 """Characters of a node or tensor name shown in generated C comments, the firmware's layer names and
 messages; longer names are shortened with an ellipsis (they stay unique through their symbols)."""
+
+MAX_TEST_CASES = 10_000
+"""Test cases built into one firmware image (each is a const array of the input's size; 10,000 cases of
+a 1 KB input already need 10 MB of flash, beyond every Cortex-M part)."""
+
+TOML_MAX_BYTES = 1 * MIB
+"""A fixpoint.toml larger than this is refused (a real one is under 2 KB)."""
+
+DATA_MAX_BYTES = 4096 * MIB
+"""An array of samples (.npy, or `x` in an .npz) larger than this is refused before it is read (a
+calibration set for a microcontroller model is megabytes; 4 GiB of float32 is 1G values)."""
+
+DATA_MAX_ABS = 1e30
+"""Sample values at or beyond this magnitude are refused: no int8 scale can represent them (the
+quant-params JSON accepts scales up to 1e30), and float32 arithmetic on them overflows to infinity."""

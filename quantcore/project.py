@@ -20,8 +20,13 @@
     backend = "pyocd"              # gdb | pyocd | openocd | jlink
     serial = "/dev/ttyACM0"
 
-`load_project` never fails on a bad value: it keeps the default and returns the problem (key + message),
-so an editor can show every problem at once; `load_project_strict` (the CLI) raises ProjectError.
+`load_project` never fails on a bad value: it keeps the default and returns the problem (key, line and
+message), so an editor can show every problem at once; `load_project_strict` (the CLI) raises ProjectError.
+
+The file may come with a repository the user was sent: the paths it gives (model, params, generated)
+must stay inside its folder, symlinks resolved ([cmsis_nn] path is the exception: the user's own
+checkout usually lives elsewhere), and the strings that reach a command line (probe, device, serial,
+gdb_remote) or a linker script (the board's name) are checked for what they can hold.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from quantcore.errors import QuantcoreError
+from quantcore import limits
+from quantcore.errors import InputError, QuantcoreError
 from quantcore.kernels.requantize import Rounding
 from quantcore.targets.backends import BackendName
 from quantcore.targets.cores import Core
@@ -42,7 +48,7 @@ FILENAME = "fixpoint.toml"
 T = TypeVar("T")
 
 
-class ProjectError(QuantcoreError):
+class ProjectError(InputError):
     """fixpoint.toml is unreadable or holds an invalid value; the message names the file and key."""
 
 
@@ -51,6 +57,13 @@ class Problem:
     key: str
     """The dotted key, e.g. "budget.flash" ("" for the whole file)."""
     message: str
+    line: int | None = None
+    """1-based line of the key in the file, when found."""
+
+    def where(self, path: str | Path) -> str:
+        """`fixpoint.toml:4: generated` - the file, line and key the problem is at."""
+        line = f":{self.line}" if self.line else ""
+        return f"{path}{line}: {self.key}" if self.key else f"{path}{line}"
 
 
 @dataclass(frozen=True)
@@ -183,9 +196,38 @@ def _choice(kind: Callable[[str], T], names: list[str]) -> Callable[[Any], T]:
 
 def _alignment(value: Any) -> int:
     n = _int(value)
-    if n == 0 or n & (n - 1):
-        raise ValueError(f"expected a power of two, got {value!r}")
+    if not 4 <= n <= 4096 or n & (n - 1):
+        raise ValueError(f"expected a power of two from 4 to 4096, got {value!r}")
     return n
+
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
+_HOST_PORT = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,255}:\d{1,5}\Z")
+
+
+def _name(value: Any) -> str:
+    """A board name: it is a --target value and appears in generated files."""
+    text = _str(value)
+    if not _NAME.match(text):
+        raise ValueError(f"expected 1-64 letters, digits, '_', '.' or '-', got {text[:80]!r}")
+    return text
+
+
+def _argument(value: Any) -> str:
+    """A string passed to a flashing tool as one argument: no control characters, not an option."""
+    text = _str(value)
+    if text.startswith("-") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text) or len(text) > 255:
+        raise ValueError(
+            f"expected a name without control characters that does not start with '-', got {text[:80]!r}"
+        )
+    return text
+
+
+def _host_port(value: Any) -> str:
+    text = _str(value)
+    if not _HOST_PORT.match(text) or not 0 < int(text.rsplit(":", 1)[1]) < 65536:
+        raise ValueError(f"expected host:port with a port from 1 to 65535, got {text[:80]!r}")
+    return text
 
 
 _ROUNDING = _choice(Rounding, [r.value for r in Rounding])
@@ -222,34 +264,85 @@ class _Reader:
 
 def load_project(path: str | Path) -> tuple[Project, list[Problem]]:
     """The project in `path` and its problems; bad values keep their defaults (never raises on content)."""
+    from quantcore.untrusted import UntrustedInputError, read_text
+
     path = Path(path)
     problems: list[Problem] = []
     try:
-        document = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        return Project(path), [Problem("", f"cannot read {path}: {exc}")]
+        text = read_text(path, limit=limits.TOML_MAX_BYTES)
+        document = tomllib.loads(text)
+    except UntrustedInputError as exc:
+        return Project(path), [Problem("", f"cannot read it: {exc.problem}")]
+    except tomllib.TOMLDecodeError as exc:
+        at = re.search(r"at line (\d+)", str(exc))
+        return Project(path), [Problem("", f"not valid TOML: {exc}", int(at[1]) if at else None)]
+    except RecursionError:
+        return Project(path), [Problem("", "not valid TOML: values nest too deeply")]
+    project = _project(path, document, problems)
+    return project, [_placed(problem, text) for problem in problems]
+
+
+def _project(path: Path, document: dict[str, Any], problems: list[Problem]) -> Project:
     base = path.parent
     top = _Reader(document, "", problems)
 
-    def rel(value: Any) -> Path:
-        return base / _str(value)
+    def inside(value: Any) -> Path:
+        from quantcore.untrusted import is_inside
+
+        candidate = base / _str(value)
+        if not is_inside(candidate, base):
+            raise ValueError(
+                f"{_str(value)!r} leads outside the project folder {base.resolve()}; give a path inside it"
+                " (or pass the file on the command line)"
+            )
+        return candidate
+
+    def checkout(value: Any) -> Path:
+        return base / _str(value)  # the user's own CMSIS-NN checkout: anywhere, by design
 
     project = Project(
         path=path,
-        model=top.get("model", rel, None),
-        params=top.get("params", rel, None),
-        generated=top.get("generated", rel, base / "generated"),
-        target=top.get("target", _str, "host"),
+        model=top.get("model", inside, None),
+        params=top.get("params", inside, None),
+        generated=top.get("generated", inside, base / "generated"),
+        target=top.get("target", _name, "host"),
         rounding=top.get("rounding", _ROUNDING, Rounding.DOUBLE),
         alignment=top.get("alignment", _alignment, 16),
-        cmsis_nn=_section(document, "cmsis_nn", problems, lambda r: r.get("path", rel, None)),
+        cmsis_nn=_section(document, "cmsis_nn", problems, lambda r: r.get("path", checkout, None)),
         board=_section(document, "board", problems, _board) if "board" in document else None,
         budget=_section(document, "budget", problems, _budget),
         flash=_section(document, "flash", problems, _flash),
         checks=_section(document, "checks", problems, _checks),
     )
     top.unknown(("cmsis_nn", "board", "budget", "flash", "checks"))
-    return project, problems
+    return project
+
+
+def _placed(problem: Problem, text: str) -> Problem:
+    line = key_line(text, problem.key)
+    return Problem(problem.key, problem.message, None if line is None else line + 1)
+
+
+def key_line(text: str, dotted: str) -> int | None:
+    """The 0-based line of `dotted` (e.g. "budget.flash") in a TOML text: the key inside its table, else
+    the table's header; None when neither is found."""
+    if not dotted:
+        return None
+    *tables, key = dotted.split(".")
+    current: list[str] = []
+    fallback = None
+    for n, line in enumerate(text.split("\n")):
+        header = re.match(r"\s*\[([^\]]+)\]", line)
+        if header:
+            current = [part.strip() for part in header.group(1).split(".")]
+            if current == [*tables, key]:
+                return n  # the key is a table of its own
+            if current == tables:
+                fallback = n
+            continue
+        if current == tables and re.match(rf'\s*("?){re.escape(key)}\1\s*=', line):
+            return n
+    return fallback
 
 
 def _section(document: dict[str, Any], name: str, problems: list[Problem], read: Callable[[_Reader], T]) -> T:
@@ -266,7 +359,7 @@ def _section(document: dict[str, Any], name: str, problems: list[Problem], read:
 def _board(r: _Reader) -> BoardSettings:
     d = BoardSettings()
     return BoardSettings(
-        name=r.get("name", _str, d.name),
+        name=r.get("name", _name, d.name),
         core=r.get("core", _CORE, d.core),
         flash_origin=r.get("flash_origin", _int, d.flash_origin),
         flash_size=r.get("flash_size", parse_size, d.flash_size),
@@ -284,11 +377,11 @@ def _flash(r: _Reader) -> FlashConfig:
     d = FlashConfig()
     return FlashConfig(
         backend=r.get("backend", _BACKEND, d.backend),
-        probe=r.get("probe", _str, d.probe),
-        serial=r.get("serial", _str, d.serial),
+        probe=r.get("probe", _argument, d.probe),
+        serial=r.get("serial", _argument, d.serial),
         baud=r.get("baud", _int, d.baud),
-        device=r.get("device", _str, d.device),
-        gdb_remote=r.get("gdb_remote", _str, d.gdb_remote),
+        device=r.get("device", _argument, d.device),
+        gdb_remote=r.get("gdb_remote", _host_port, d.gdb_remote),
     )
 
 
@@ -329,11 +422,16 @@ def _checks(r: _Reader) -> ChecksSettings:
 
 
 def load_project_strict(path: str | Path) -> Project:
-    """The project, or ProjectError listing every problem as `file: key: message`."""
+    """The project, or one ProjectError line: the first problem at `file:line: key`, then how many more
+    and at which keys (the editor shows each in place; `fixpoint check` lists them all)."""
     project, problems = load_project(path)
     if problems:
-        lines = [f"{path}: {p.key or '(file)'}: {p.message}" for p in problems]
-        raise ProjectError("invalid project settings:\n  " + "\n  ".join(lines))
+        first = problems[0]
+        more = ""
+        if len(problems) > 1:
+            keys = ", ".join(p.key or "(file)" for p in problems[1:6])
+            more = f" (and {len(problems) - 1} more: {keys}{', ...' if len(problems) > 6 else ''})"
+        raise ProjectError(f"{first.where(path)}: {first.message}{more}")
     return project
 
 

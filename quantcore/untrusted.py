@@ -26,12 +26,12 @@ from typing import Any
 import numpy as np
 
 from quantcore import limits
-from quantcore.errors import QuantcoreError
+from quantcore.errors import InputError
 
 _READ_CHUNK = 1024 * 1024
 
 
-class UntrustedInputError(QuantcoreError):
+class UntrustedInputError(InputError):
     """A file or text past a limit, or of a kind Fixpoint does not read; the message says which and why."""
 
     def __init__(self, source: str | os.PathLike[str], problem: str) -> None:
@@ -143,13 +143,13 @@ def _read_capped(handle: Any, path: str | os.PathLike[str], limit: int) -> bytes
             return b"".join(chunks)
         chunks.append(chunk)
         total += len(chunk)
-        if total > limit:
-            raise UntrustedInputError(path, _too_large(total, limit))
+        if total > limit:  # it grew while being read
+            raise UntrustedInputError(path, _too_large(limit, limit, grew=True))
 
 
-def _too_large(size: int, limit: int) -> str:
-    more = "+" if size > limit else ""
-    return f"is larger than Fixpoint reads ({_size(size)}{more}; the limit is {_size(limit)})"
+def _too_large(size: int, limit: int, grew: bool = False) -> str:
+    more = "more than " if grew else ""
+    return f"is larger than Fixpoint reads ({more}{_size(size)}; the limit is {_size(limit)})"
 
 
 def _size(count: int) -> str:

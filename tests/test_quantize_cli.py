@@ -102,7 +102,7 @@ def test_corrupt_model_is_one_message_naming_the_file(workdir: Path, capsys) -> 
     bad = workdir / "truncated.onnx"
     bad.write_bytes((workdir / "cnn.onnx").read_bytes()[:200])
     out = workdir / "never.json"
-    assert main(["quantize", str(bad), "--calib", str(workdir / "calib.npz"), "-o", str(out)]) == 1
+    assert main(["quantize", str(bad), "--calib", str(workdir / "calib.npz"), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "truncated.onnx" in err and err.count("\n") == 1
     assert not out.exists()
@@ -120,7 +120,7 @@ def test_bad_calibration_data_is_named(workdir: Path, content: np.ndarray, messa
     calib = workdir / "bad_calib.npz"
     np.savez(calib, x=content)
     out = workdir / "never.json"
-    assert main(["quantize", str(workdir / "cnn.onnx"), "--calib", str(calib), "-o", str(out)]) == 1
+    assert main(["quantize", str(workdir / "cnn.onnx"), "--calib", str(calib), "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "bad_calib.npz" in err and message in err
     assert not out.exists()
@@ -140,7 +140,7 @@ def test_evaluate_rejects_a_document_failing_its_schema_with_the_json_path(workd
     broken.write_text(json.dumps(doc, indent=2))
     capsys.readouterr()
     assert (
-        main(["evaluate", str(workdir / "cnn.onnx"), str(broken), "--data", str(workdir / "test.npz")]) == 1
+        main(["evaluate", str(workdir / "cnn.onnx"), str(broken), "--data", str(workdir / "test.npz")]) == 2
     )
     err = capsys.readouterr().err
     assert (
@@ -203,7 +203,7 @@ def test_evaluate_refuses_parameters_of_another_model(workdir: Path, capsys) -> 
     capsys.readouterr()
     assert (
         main(["evaluate", str(workdir / "retrained.onnx"), str(params), "--data", str(workdir / "test.npz")])
-        == 1
+        == 2
     )
     err = capsys.readouterr().err
     assert "for_cnn.json: made from a model with sha256" in err and "re-run fixpoint quantize" in err

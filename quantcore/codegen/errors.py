@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from quantcore.errors import QuantcoreError
+from quantcore.errors import InputError
 
 
-class CodegenError(QuantcoreError):
+class CodegenError(InputError):
     """A graph or setting the C generator cannot turn into code (the message names the layer or setting)."""
 
 

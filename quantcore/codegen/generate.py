@@ -12,13 +12,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quantcore import __version__
-from quantcore.codegen.files import PLACEHOLDER, Outcome, Written, stamp, write_generated
+from quantcore.codegen.files import (
+    GENERATION_PLACEHOLDER,
+    PLACEHOLDER,
+    Outcome,
+    Written,
+    stamp,
+    stamp_generation,
+    write_generated,
+)
 from quantcore.codegen.lower import lower
 from quantcore.codegen.plan import Plan
 from quantcore.ir import Graph
 from quantcore.quantize.document import CMSIS_NN_API
 from quantcore.targets.cores import Core
-from quantcore.templating import render
+from quantcore.templating import CText, render
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,7 @@ def render_files(plan: Plan, header: HeaderInfo) -> dict[str, str]:
         "plan": plan,
         "header": header,
         "content_hash": PLACEHOLDER,
+        "generation": CText(GENERATION_PLACEHOLDER),
         "header_file": f"{p}.h",
         "arena": f"{p}_arena",
         "scratch": f"{p}_scratch",
@@ -93,10 +102,11 @@ def render_files(plan: Plan, header: HeaderInfo) -> dict[str, str]:
         ),
         f"{p}_data.c": ("model/model_data.c.j2", "weights, biases and per-channel requantization parameters"),
     }
-    return {
-        name: stamp(render(template, file_name=name, purpose=purpose, **common))
+    texts = {
+        name: render(template, file_name=name, purpose=purpose, **common)
         for name, (template, purpose) in purposes.items()
     }
+    return {name: stamp(text) for name, text in stamp_generation(texts).items()}
 
 
 def generate(

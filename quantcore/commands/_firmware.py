@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from quantcore.errors import ModelError, QuantcoreError
+from quantcore.commands import _args
+from quantcore.errors import InputError
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 
-class BadInput(QuantcoreError):
+class BadInput(InputError):
     """An option or setting the command cannot work with (exit status 2)."""
 
 
@@ -31,9 +32,12 @@ def add_arguments(p: argparse.ArgumentParser, model: bool = True) -> None:
     p.add_argument("--build-dir", type=Path, help="where to build (default: build/<target>)")
     p.add_argument("--data", help="input samples (.npz/.npy/images); default: seeded random int8 inputs")
     p.add_argument(
-        "--cases", type=int, default=None, help="number of test cases (default 4, or all samples given)"
+        "--cases",
+        type=_args.CASES,
+        default=None,
+        help="number of test cases (default 4, or all samples given)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=_args.integer(0, 2**32 - 1), default=0, help="seed of the random inputs")
     if model:
         p.add_argument("--model", help="float ONNX model (default: fixpoint.toml's model)")
         p.add_argument("--params", help="quant-params JSON (default: fixpoint.toml's params)")
@@ -41,7 +45,9 @@ def add_arguments(p: argparse.ArgumentParser, model: bool = True) -> None:
     p.add_argument(
         "--cmsis-nn", dest="cmsis_nn", help="CMSIS-NN checkout (default: [cmsis_nn] path, env, cache)"
     )
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds the firmware may run (default 60)")
+    p.add_argument(
+        "--timeout", type=_args.TIMEOUT, default=60.0, help="seconds the firmware may run (default 60)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
@@ -202,37 +208,26 @@ def float_metrics(model: Model | None, test_cases: Any) -> list[Any]:
 
 
 def guarded(command: str, args: argparse.Namespace, body: Callable[[], int]) -> int:
-    """Run `body`; bad input is exit 2, other errors exit 1; with --json errors are JSON too."""
-    from quantcore.codegen.errors import CodegenError
-    from quantcore.data import DataError
-    from quantcore.project import ProjectError
-    from quantcore.quantize.params_json import QuantParamsError
-    from quantcore.targets.errors import UnknownTargetError
+    """Run `body`; an error is its one-line message (quantcore.cli.describe: exit 2 for bad input, 1 for
+    a failure), printed as JSON too with --json."""
+    from quantcore.cli import describe
 
-    bad_input = (
-        BadInput,
-        ProjectError,
-        UnknownTargetError,
-        DataError,
-        ModelError,
-        QuantParamsError,
-        CodegenError,
-    )
     try:
         return body()
-    except bad_input as exc:
-        return _error(command, args, exc, EXIT_BAD_INPUT)
-    except QuantcoreError as exc:
-        return _error(command, args, exc, EXIT_FAIL)
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            raise
+        code, message = describe(exc)
+        return _error(command, args, exc, message, code)
 
 
-def _error(command: str, args: argparse.Namespace, exc: Exception, code: int) -> int:
+def _error(command: str, args: argparse.Namespace, exc: Exception, message: str, code: int) -> int:
+    from quantcore.cli import one_line_message
+
+    message = one_line_message(message)
     if args.json:
         verdict = "error" if code == EXIT_FAIL else "bad-input"
-        print(
-            json.dumps(
-                {"target": args.target, "verdict": verdict, "error": str(exc), "kind": type(exc).__name__}
-            )
-        )
-    print(f"fixpoint {command}: {exc}", file=sys.stderr)
+        kind = type(exc).__name__
+        print(json.dumps({"target": args.target, "verdict": verdict, "error": message, "kind": kind}))
+    print(f"fixpoint {command}: {message}", file=sys.stderr)
     return code

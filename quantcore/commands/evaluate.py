@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from quantcore.commands import _args
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="compare the float model with its int8 version (reference kernels)")
@@ -16,7 +18,7 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--report-json", metavar="PATH", help="also write the report as JSON")
     p.add_argument("--csv", metavar="PATH", help="also write the per-layer figures as CSV")
-    p.add_argument("--samples", type=int, default=None, help="use only the first N samples")
+    p.add_argument("--samples", type=_args.POSITIVE, help="use only the first N samples")
     p.set_defaults(func=run)
 
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from quantcore.commands import _args
 from quantcore.commands import _firmware as fw
 
 
@@ -20,10 +21,14 @@ def register(sub: Any) -> None:
     p.add_argument("--params", help="quant-params JSON (default: fixpoint.toml's params)")
     p.add_argument("--model", help="float ONNX model (default: fixpoint.toml's, else the one the JSON names)")
     p.add_argument("-o", "--output", type=Path, help="output folder (default: fixpoint.toml's generated)")
-    p.add_argument("--prefix", default="model", help="file and symbol prefix (default: model)")
+    p.add_argument(
+        "--prefix", type=_args.identifier, default="model", help="file and symbol prefix (default: model)"
+    )
     p.add_argument("--core", help="Cortex-M core the scratch sizes are for (default: the target's core)")
     p.add_argument("--target", help="take the core from this target (default: fixpoint.toml's target)")
-    p.add_argument("--alignment", type=int, help="byte alignment of arrays and arena (default 16)")
+    p.add_argument(
+        "--alignment", type=_args.alignment, help="byte alignment of arrays and arena (default 16)"
+    )
     p.add_argument("--force", action="store_true", help="overwrite hand-edited files (keeps <name>.bak)")
     p.add_argument("--project", type=Path, help="fixpoint.toml to read (default: ./fixpoint.toml if present)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from quantcore.commands import _args
 from quantcore.kernels.requantize import Rounding
 from quantcore.targets.cores import Core
 
@@ -18,7 +19,7 @@ def register(sub: Any) -> None:
     p.add_argument("--calib", required=True, metavar="DATA", help=".npy/.npz (array x) or a folder of images")
     p.add_argument("--method", choices=["minmax", "percentile", "entropy", "mse"], default="minmax")
     p.add_argument(
-        "--percentile", type=float, default=99.999, help="for --method percentile (default 99.999)"
+        "--percentile", type=_args.PERCENTILE, default=99.999, help="for --method percentile (default 99.999)"
     )
     p.add_argument(
         "--layer-method",
@@ -61,9 +62,12 @@ def register(sub: Any) -> None:
             " on/off force it",
         )
     p.add_argument(
-        "--workers", type=int, default=1, help="calibrate in N processes (same result as one; default 1)"
+        "--workers",
+        type=_args.WORKERS,
+        default=1,
+        help="calibrate in N processes (same result as one; default 1)",
     )
-    p.add_argument("--samples", type=int, default=None, help="use only the first N calibration samples")
+    p.add_argument("--samples", type=_args.POSITIVE, help="use only the first N calibration samples")
     p.add_argument("-o", "--output", required=True, metavar="PARAMS_JSON")
     p.set_defaults(func=run)
 
@@ -115,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         int16_auto="auto" in args.int16,
         budget=Budget(_size(args.flash_budget, "--flash-budget"), _size(args.ram_budget, "--ram-budget")),
         core=args.core,
-        workers=max(1, args.workers),
+        workers=args.workers,
         equalize=_MODES[args.equalize],
         bias_correction=_MODES[args.bias_correction],
         progress=sys.stderr.isatty(),

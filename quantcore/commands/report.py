@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from quantcore.commands import _args
+
 EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 
@@ -30,8 +32,8 @@ def register(sub: Any) -> None:
     p.add_argument("--params", metavar="P.json", help="quant-params JSON: the activations' chosen ranges")
     p.add_argument("--model", metavar="M.onnx", help="float model (default: the one the parameters record)")
     p.add_argument("--calib", metavar="DATA", help="calibration data, for the activation histograms")
-    p.add_argument("--samples", type=int, default=None, help="use only the first N calibration samples")
-    p.add_argument("--bins", type=int, default=64, help="histogram bins (default 64)")
+    p.add_argument("--samples", type=_args.POSITIVE, help="use only the first N calibration samples")
+    p.add_argument("--bins", type=_args.integer(2, 4096), default=64, help="histogram bins (default 64)")
     p.add_argument("--title", help="the page title (default: from the model's name)")
     p.add_argument("-o", "--output", type=Path, metavar="HTML", help="the HTML file to write")
     p.add_argument("--json", action="store_true", help="print the merged report data as one JSON object")

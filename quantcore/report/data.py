@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import quantcore
-from quantcore.errors import QuantcoreError
+from quantcore.errors import InputError
 from quantcore.verify.report import EvaluationReport, ReportError
 
 FORMAT = "fixpoint-report"
@@ -35,7 +35,7 @@ VERSION = 1
 _VERIFY_KEYS = ("target", "verdict", "layers")
 
 
-class ReportInputError(QuantcoreError):
+class ReportInputError(InputError):
     """An input of `fixpoint report` that is missing or is not what it should be; names the file."""
 
     def __init__(self, path: str | Path, problem: str) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import enum
 
-from quantcore.errors import QuantcoreError
+from quantcore.errors import InputError
 
 
-class UnknownCoreError(QuantcoreError):
+class UnknownCoreError(InputError):
     """A core name that is not one of Core's labels."""
 
 

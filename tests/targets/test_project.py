@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from quantcore.kernels.requantize import Rounding
-from quantcore.project import ProjectError, load_project, load_project_strict, parse_size
+from quantcore.project import Problem, ProjectError, load_project, load_project_strict, parse_size
 from quantcore.targets.backends import BackendName
 from quantcore.targets.cores import Core
 
@@ -88,11 +88,83 @@ core = "pentium"
     assert "power of two" in keys["alignment"] and "gdb, pyocd, openocd, jlink" in keys["flash.backend"]
     assert project.alignment == 16 and project.flash.backend is BackendName.GDB
     assert project.board is not None and project.board.core is Core.CORTEX_M4
-    with pytest.raises(ProjectError, match=r"fixpoint.toml: budget.ram: expected a size"):
+    assert {p.key: p.line for p in problems} == {
+        "alignment": 2, "colour": 3, "budget.ram": 5, "flash.backend": 7, "board.core": 9
+    }  # fmt: skip
+    with pytest.raises(ProjectError) as error:
         load_project_strict(path)
+    assert str(error.value) == (
+        f"{path}:2: alignment: expected a power of two from 4 to 4096, got 3"
+        " (and 4 more: board.core, budget.ram, flash.backend, colour)"
+    )
 
 
 def test_a_broken_file_is_one_problem_and_all_defaults(tmp_path: Path) -> None:
     project, problems = load_project(_write(tmp_path, "model = \n"))
-    assert len(problems) == 1 and problems[0].key == "" and "cannot read" in problems[0].message
+    assert problems == [Problem("", "not valid TOML: Invalid value (at line 1, column 9)", 1)]
     assert project.target == "host"
+
+
+@pytest.mark.parametrize("key", ["model", "params", "generated"])
+def test_a_path_leading_out_of_the_project_folder_is_refused_with_its_line(tmp_path: Path, key: str) -> None:
+    project_dir = tmp_path / "project"
+    project_dir.mkdir()
+    path = _write(project_dir, f'target = "host"\n{key} = "../escape"\n')
+    project, problems = load_project(path)
+    assert [(p.key, p.line) for p in problems] == [(key, 2)]
+    assert problems[0].message == (
+        f"'../escape' leads outside the project folder {project_dir.resolve()}; give a path inside it"
+        " (or pass the file on the command line)"
+    )
+    assert getattr(project, key) != project_dir / "../escape"
+
+
+def test_a_symlink_leading_out_of_the_project_folder_is_refused(tmp_path: Path) -> None:
+    project_dir = tmp_path / "project"
+    project_dir.mkdir()
+    (project_dir / "out").symlink_to(tmp_path)
+    _, problems = load_project(_write(project_dir, 'generated = "out/model"\nmodel = "m.onnx"\n'))
+    assert [p.key for p in problems] == ["generated"]
+    assert "leads outside the project folder" in problems[0].message
+
+
+def test_cmsis_nn_may_live_anywhere(tmp_path: Path) -> None:
+    project, problems = load_project(_write(tmp_path, '[cmsis_nn]\npath = "../../CMSIS-NN"\n'))
+    assert problems == [] and project.cmsis_nn == tmp_path / "../../CMSIS-NN"
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "value", "expected"),
+    [
+        ("board", "name", "b */ evil /*",
+         "expected 1-64 letters, digits, '_', '.' or '-', got 'b */ evil /*'"),
+        ("flash", "device", "--script=evil.tcl", "expected a name without control characters that does not"
+         " start with '-', got '--script=evil.tcl'"),
+        ("flash", "probe", "a\\nb", "expected a name without control characters that does not start with"
+         " '-', got 'a\\nb'"),
+        ("flash", "gdb_remote", "localhost",
+         "expected host:port with a port from 1 to 65535, got 'localhost'"),
+        ("flash", "gdb_remote", "h:99999", "expected host:port with a port from 1 to 65535, got 'h:99999'"),
+    ],
+)  # fmt: skip
+def test_strings_that_reach_a_command_line_or_a_generated_file_are_checked(
+    tmp_path: Path, table: str, key: str, value: str, expected: str
+) -> None:
+    _, problems = load_project(_write(tmp_path, f'[{table}]\n{key} = "{value}"\n'))
+    assert [(p.key, p.line, p.message) for p in problems] == [(f"{table}.{key}", 2, expected)]
+
+
+def test_a_fifo_or_a_huge_file_is_one_problem_not_a_hang(tmp_path: Path) -> None:
+    import os
+
+    os.mkfifo(tmp_path / "fifo.toml")
+    _, problems = load_project(tmp_path / "fifo.toml")
+    assert [p.message for p in problems] == [
+        "cannot read it: is a FIFO (named pipe), not a regular file; Fixpoint reads only regular files"
+    ]
+    big = tmp_path / "big.toml"
+    big.write_text("# x\n" * 400_000)
+    _, problems = load_project(big)
+    assert [p.message for p in problems] == [
+        "cannot read it: is larger than Fixpoint reads (1.5 MiB; the limit is 1.0 MiB)"
+    ]

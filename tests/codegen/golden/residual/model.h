@@ -5,7 +5,8 @@
  * params:   residual.params.json (sha256 ef49a7bb465825dc80e11967984ba9e537c91fdbde5ad39c236bb553bb476d2a)
  * model:    residual.onnx (sha256 5fd009df199abc3d45aebd3bb29eb01f575155069a90390a31be7e86416157a3)
  * CMSIS-NN: API 7.0.0, core cortex-m4, double rounding
- * content-sha256: 0e78ddf64d6c29adfa9c30d94de0f192b4e9ece4e9b064b2b63d764687e1b490
+ * generation: dbe771e3 (the three files of one run share it; the build checks they match)
+ * content-sha256: 75f22fcb565c09b602bbe6ad6cc09bd649ba39364b8e3389ae503ce021e7722a
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -17,6 +18,8 @@
 extern "C" {
 #endif
 
+/* Every generated file checks it was generated together with this header. */
+#define MODEL_GENERATION 0xdbe771e3u
 #define MODEL_LAYER_COUNT 16
 #define MODEL_INPUT_BYTES 144
 #define MODEL_OUTPUT_BYTES 10

@@ -5,9 +5,15 @@
  * params:   residual.params.json (sha256 ef49a7bb465825dc80e11967984ba9e537c91fdbde5ad39c236bb553bb476d2a)
  * model:    residual.onnx (sha256 5fd009df199abc3d45aebd3bb29eb01f575155069a90390a31be7e86416157a3)
  * CMSIS-NN: API 7.0.0, core cortex-m4, double rounding
- * content-sha256: 12c965e9553b47c5d8914fa4a40893b70ec0a92b4584404ed64db03199d6779d
+ * generation: dbe771e3 (the three files of one run share it; the build checks they match)
+ * content-sha256: 10ad452c9761b151d85fbd217a2cee14b9be32fcfe658407a55f8591b2ee5bcf
  */
 #include <stdint.h>
+
+#include "model.h"
+#if MODEL_GENERATION != 0xdbe771e3u
+#error "model.h comes from another run of fixpoint generate than this file: regenerate all three"
+#endif
 
 /* Every array is aligned to 16 bytes and zero-padded to a multiple of it. */
 

@@ -1,0 +1,90 @@
+"""Argument types shared by the subcommands: a value argparse accepts is a value the command can use.
+
+`--alignment 0`, `--workers 0`, `--timeout nan` or `--gdb-port 99999` were once accepted and failed (or
+silently became something else) deep inside a command. Each type here refuses at parsing time, so the
+user gets `fixpoint generate: argument --alignment: ...` and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable
+
+from quantcore import limits
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+
+
+def integer(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    """An int in [low, high] (either end open when None)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {_range(low, high)}, got {value}")
+        return value
+
+    return parse
+
+
+def number(low: float, high: float, *, low_open: bool = False) -> Callable[[str], float]:
+    """A finite float in [low, high] ((low, high] with low_open); NaN and infinities are refused."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < low or value > high or (low_open and value == low):
+            bracket = "(" if low_open else "["
+            raise argparse.ArgumentTypeError(f"must be a number in {bracket}{low:g}, {high:g}], got {text}")
+        return value
+
+    return parse
+
+
+def _range(low: int | None, high: int | None) -> str:
+    if low is not None and high is not None:
+        return f"from {low:,} to {high:,}"
+    return f"at least {low:,}" if low is not None else f"at most {high:,}"
+
+
+POSITIVE = integer(1)
+"""A count that must be at least one (--samples, --bins, --epochs ...)."""
+
+WORKERS = integer(1, 256)
+"""Processes to calibrate in."""
+
+CASES = integer(1, limits.MAX_TEST_CASES)
+"""Test cases built into a firmware image."""
+
+PORT = integer(0, 65535)
+"""A TCP port; 0 lets the system pick a free one."""
+
+TIMEOUT = number(0.0, 86_400.0, low_open=True)
+"""Seconds a firmware or a tool may run: more than nothing, at most a day."""
+
+PERCENTILE = number(0.0, 100.0, low_open=True)
+
+
+def alignment(text: str) -> int:
+    """A power of two from 4 (int32 arrays need it) to 4096 bytes."""
+    value = integer(4, 4096)(text)
+    if value & (value - 1):
+        raise argparse.ArgumentTypeError(f"must be a power of two from 4 to 4096, got {value}")
+    return value
+
+
+def identifier(text: str) -> str:
+    """A C identifier of at most 64 characters (it names files and symbols)."""
+    if not _IDENTIFIER.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text[:80]!r} is not a C identifier (letters, digits and _, not starting with a digit,"
+            " at most 64 characters)"
+        )
+    return text
