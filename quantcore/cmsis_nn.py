@@ -19,7 +19,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -37,6 +36,30 @@ TARGET_VERSION = "v7.0.0"
 MARKER = Path("Include") / "arm_nnfunctions.h"
 LIBRARY = "libcmsis-nn.a"
 """CMake's name for the `cmsis-nn` target's static library (note the dash)."""
+
+
+GIT_QUERY_TIMEOUT_S = 30.0
+"""A git query in a checkout (rev-parse, describe, config) that takes longer is treated as failed: a
+config that includes a FIFO, or a checkout on a hung network share, must not hang Fixpoint."""
+GIT_OUTPUT_MAX_BYTES = 1024 * 1024
+"""What a git query may print; more is treated as a failed query."""
+GIT_CLONE_TIMEOUT_S = 1800.0
+BUILD_TIMEOUT_S = 1800.0
+"""Configuring or building CMSIS-NN (minutes on a small machine; a hung CMake is stopped)."""
+_GIT_SAFE_CONFIG = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("protocol.ext.allow", "never"),
+    ("advice.detachedHead", "false"),
+)
+_GIT_REPOSITORY_VARIABLES = frozenset({
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_EXTERNAL_DIFF", "GIT_CONFIG",
+})  # fmt: skip
+_REF = re.compile(r"[^\x00-\x20\x7f~^:?*\[\\]{1,200}")
+"""A tag, branch or commit as --ref takes it: no option (leading '-'), no space or control character,
+none of the characters git refuses in a ref name."""
 
 
 class CmsisNnInstallError(QuantcoreError):
@@ -169,12 +192,71 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 
 def _git(path: Path, *args: str) -> str | None:
-    """stdout of `git -C path args...`, or None when git is missing or the command fails."""
+    """stdout of `git -C path args...` run hardened (`git_env`), or None when git is missing, fails,
+    takes longer than GIT_QUERY_TIMEOUT_S or prints more than Fixpoint reads."""
+    env = git_env(_filter_drivers(path)) if _wants_work_tree(args) else git_env()
+    return _git_output(["git", "--no-pager", "-C", str(path), *args], env)
+
+
+def _git_output(command: list[str], env: dict[str, str]) -> str | None:
+    from quantcore.targets import process
+
     try:
-        done = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, check=False)
+        done = process.run_capped(command, GIT_QUERY_TIMEOUT_S, env=env, keep=GIT_OUTPUT_MAX_BYTES)
     except OSError:
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    if done.returncode != 0 or done.printed > GIT_OUTPUT_MAX_BYTES:
+        return None
+    return done.stdout.decode("utf-8", "replace").strip()
+
+
+def _wants_work_tree(args: tuple[str, ...]) -> bool:
+    """Whether a git command compares the work tree with the index (and so may run filters)."""
+    return "--dirty" in args or args[:1] in (("status",), ("diff-index",), ("checkout",))
+
+
+def git_env(filters: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment every git call runs in: nothing the repository's own config names is executed.
+
+    A checkout's .git/config is as untrusted as the files in it, and `git describe --dirty` refreshes
+    the index: it runs `core.fsmonitor` and, for files whose stat data changed, the clean filter of
+    every `filter.<driver>` that .gitattributes names. Both are switched off here, with command-line
+    config (GIT_CONFIG_COUNT, which outranks the repository's and cannot be mis-split like `-c k=v`);
+    so are hooks, the pager and ext:: URLs (which run a command). The variables that make git use
+    another repository or index than the one at `-C` are removed, and git never prompts (no terminal
+    to hang on). What git would run for network access (ssh, credential helpers) comes from the user's
+    own configuration, never from a checkout's, so it is left alone.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_REPOSITORY_VARIABLES}
+    settings = [*_GIT_SAFE_CONFIG, *(pair for name in filters for pair in _no_filter(name))]
+    existing = env.get("GIT_CONFIG_COUNT", "")
+    start = int(existing) if existing.isdigit() else 0  # the user's own command-line config comes first
+    for index, (key, value) in enumerate(settings, start):
+        env[f"GIT_CONFIG_KEY_{index}"] = key
+        env[f"GIT_CONFIG_VALUE_{index}"] = value
+    env["GIT_CONFIG_COUNT"] = str(start + len(settings))
+    env.update(GIT_PAGER="cat", PAGER="cat", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
+    return env
+
+
+def _no_filter(name: str) -> list[tuple[str, str]]:
+    # An empty command means "no filter"; required=false keeps a required driver from failing the run.
+    return [(f"filter.{name}.{key}", "") for key in ("clean", "smudge", "process")] + [
+        (f"filter.{name}.required", "false")
+    ]
+
+
+def _filter_drivers(path: Path) -> tuple[str, ...]:
+    """The names of the filter drivers git's configuration for `path` defines (all scopes)."""
+    listing = _git_output(
+        ["git", "--no-pager", "-C", str(path), "config", "-z", "--get-regexp", r"^filter\."], git_env()
+    )
+    names = set()
+    for entry in (listing or "").split("\0"):
+        key = entry.split("\n", 1)[0]
+        if key.startswith("filter.") and key.count(".") >= 2:
+            names.add(key[len("filter.") : key.rindex(".")])
+    return tuple(sorted(names))
 
 
 def _is_git_root(path: Path) -> bool:
@@ -228,21 +310,60 @@ def _clone(source: str, dest: Path, ref: str | None) -> None:
             f"{source} is not a git repository, so it cannot be cloned; "
             f"set {ENV_VAR}={where} to use it where it is"
         )
+    if ref is not None:
+        check_ref(ref)
     _git_or_fail(["clone", "--quiet", "--", where, str(dest)], f"cloning {source}")
     if ref:
+        commit = _resolve_ref(dest, ref)
+        if commit is None:
+            raise CmsisNnInstallError(f"--ref {ref!r} is not a tag, branch or commit of {source}")
+        # The ref resolved to a commit hash first: checkout is given no text from the command line.
         _git_or_fail(
-            ["-C", str(dest), "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", ref],
-            f"checking out {ref!r} in the clone of {source}",
+            ["-C", str(dest), "checkout", "--quiet", "--detach", commit, "--"],
+            f"checking out {ref!r} ({commit[:12]}) in the clone of {source}",
         )
     if not (dest / MARKER).is_file():
         at = f" at {ref}" if ref else ""
         raise CmsisNnInstallError(f"{source}{at} is not CMSIS-NN: the clone has no {MARKER}")
 
 
+def check_ref(ref: str) -> str:
+    """`ref` when git can only read it as a revision; a leading '-' (an option to git) and characters
+    no ref name holds are refused."""
+    if ref.startswith("-") or not _REF.fullmatch(ref) or ".." in ref or ref.endswith((".", "/", ".lock")):
+        raise CmsisNnInstallError(
+            f"--ref {ref!r} is not a tag, branch or commit name (it must not start with '-' nor hold "
+            "spaces, control characters, '..' or any of ~^:?*[\\)"
+        )
+    return ref
+
+
+def _resolve_ref(dest: Path, ref: str) -> str | None:
+    """The commit `ref` names in the clone: a tag, a commit, or a branch of the origin."""
+    for name in (ref, f"refs/remotes/origin/{ref}"):
+        commit = _git(dest, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}")
+        if commit and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):
+            return commit
+    return None
+
+
 def _git_or_fail(args: list[str], doing: str) -> None:
-    done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    from quantcore.targets import process
+
+    command = ["git", "--no-pager", *args]
+    try:
+        done = process.run_capped(command, GIT_CLONE_TIMEOUT_S, env=git_env())
+    except OSError as exc:
+        raise CmsisNnInstallError(f"{doing} failed: cannot run git ({exc.strerror or exc})") from None
+    if done.ending is process.Ending.TIMEOUT:
+        raise CmsisNnInstallError(f"{doing} did not finish within {GIT_CLONE_TIMEOUT_S:g} s")
     if done.returncode != 0:
-        raise CmsisNnInstallError(f"{doing} failed: {done.stderr.strip() or done.stdout.strip()}")
+        output = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
+        raise CmsisNnInstallError(f"{doing} failed: {_last_lines(output)}")
+
+
+def _last_lines(text: str, count: int = 12) -> str:
+    return "\n".join(text.splitlines()[-count:]) or "(no output)"
 
 
 def _refusal(dest: Path, old: CmsisNn | None, fresh: CmsisNn) -> str:
@@ -369,10 +490,21 @@ def _cross_build(nn: Path, build: Path, core: Core, rounding: Rounding, opt: str
 
 
 def run_checked(args: list[str], doing: str) -> None:
-    """Run a build command; on failure raise CmsisNnBuildError with the command and its output's tail."""
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    """Run a build command; on failure raise CmsisNnBuildError with the command and its output's tail.
+
+    The output is read as it comes and only its tail kept; a build that hangs is stopped after
+    BUILD_TIMEOUT_S (a checkout's CMakeLists.txt is code the user chose to run, but never a hang).
+    """
+    from quantcore.targets import process
+
+    try:
+        done = process.run_capped(args, BUILD_TIMEOUT_S)
+    except OSError as exc:
+        raise CmsisNnBuildError(f"{doing}: cannot run {args[0]} ({exc.strerror or exc})") from None
+    if done.ending is process.Ending.TIMEOUT:
+        raise CmsisNnBuildError(f"{doing} did not finish within {BUILD_TIMEOUT_S:g} s: {' '.join(args)}")
     if done.returncode != 0:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
+        tail = _last_lines((done.stdout + done.stderr).decode("utf-8", "replace").strip(), 25)
         raise CmsisNnBuildError(f"{doing} failed (exit {done.returncode}): {' '.join(args)}\n{tail}")
 
 

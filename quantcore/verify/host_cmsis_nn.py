@@ -12,7 +12,6 @@ import hashlib
 import os
 import shutil
 import struct
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,8 @@ from quantcore.kernels.requantize import Rounding
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "cmsisnn_runner.c"
 """The C harness; it lives in the repository's bench/ (it is not packaged into the wheel yet)."""
 
+RUN_TIMEOUT_S = 600.0
+"""A runner call that takes longer is stopped (a benchmark of many repeats takes seconds)."""
 _VERSION = 1
 _KIND_CODE = {
     LayerKind.CONV_2D: 1,
@@ -184,18 +185,39 @@ def parse_outputs(data: bytes, net: Network, all_layers: bool) -> list[np.ndarra
 
 
 def run_network(
-    runner: Path, net: Network, x: np.ndarray, repeat: int = 1, all_layers: bool = False
+    runner: Path,
+    net: Network,
+    x: np.ndarray,
+    repeat: int = 1,
+    all_layers: bool = False,
+    timeout: float = RUN_TIMEOUT_S,
 ) -> HostRun:
     """Run the batch `x` through `net` on compiled CMSIS-NN `repeat` times; outputs are the last pass's."""
+    from quantcore.targets import process
+
     with tempfile.TemporaryDirectory(prefix="fixpoint-host-") as tmp:
         work = Path(tmp)
         (work / "network.bin").write_bytes(serialise_network(net))
         (work / "inputs.bin").write_bytes(serialise_inputs(net, x))
         args = [str(runner), *(str(work / f) for f in ("network.bin", "inputs.bin", "outputs.bin"))]
         args += ["--repeat", str(repeat)] + (["--all-layers"] if all_layers else [])
-        done = subprocess.run(args, capture_output=True, text=True, check=False)
+        done = process.run_capped(args, timeout)
+        if done.ending is process.Ending.TIMEOUT:
+            raise HostRunError(f"{runner.name} did not finish within {timeout:g} s")
         if done.returncode != 0:
-            raise HostRunError(f"{runner.name} exited {done.returncode}: {done.stderr.strip()}")
+            stderr = done.stderr.decode("utf-8", "replace").strip()[-2000:]
+            raise HostRunError(f"{runner.name} exited {done.returncode}: {stderr}")
         outputs = parse_outputs((work / "outputs.bin").read_bytes(), net, all_layers)
-    fields = dict(item.split("=", 1) for item in done.stdout.split())
-    return HostRun(outputs, int(fields["elapsed_ns"]) / 1e9, int(fields["batch"]), int(fields["repeat"]))
+    fields = _summary(done.stdout.decode("utf-8", "replace"), runner)
+    return HostRun(outputs, fields["elapsed_ns"] / 1e9, fields["batch"], fields["repeat"])
+
+
+def _summary(text: str, runner: Path) -> dict[str, int]:
+    """The runner's closing line `elapsed_ns=N batch=N repeat=N`."""
+    fields = dict(item.split("=", 1) for item in text.split() if "=" in item)
+    try:
+        return {key: int(fields[key]) for key in ("elapsed_ns", "batch", "repeat")}
+    except (KeyError, ValueError):
+        raise HostRunError(
+            f"{runner.name} did not print elapsed_ns, batch and repeat: {text[-200:]!r}"
+        ) from None
