@@ -48,20 +48,15 @@ def load(root: Path) -> tuple[Project, list[Finding]]:
 
 
 def _inside(root: Path, project: Project, path: Path, text: str) -> tuple[Project, list[Finding]]:
-    """`project` with every BOUNDED setting that leaves `root` back at its default, and their findings
-    (data: "refused" = the key, "message" = the refusal with fixpoint.toml:line, for the commands)."""
+    """`project` with every BOUNDED setting that leaves `root` back at its default, and their findings."""
     defaults = Project(generated=root / "generated")
     refused: list[Finding] = []
     for key in BOUNDED:
         value = getattr(project, key)
         problem = None if value is None else _outside(value, root)
-        if problem is None:
-            continue
-        project = dataclasses.replace(project, **{key: getattr(defaults, key)})
-        span = key_span(text, key)
-        data = {"refused": key, "message": f"{FILENAME}:{span.line + 1}: {key}: {problem}"}
-        message = f"{key}: {problem} (the default is used)"
-        refused.append(Finding(Code.PROJECT_SETTINGS, message, path, span, data=data))
+        if problem is not None:
+            project = dataclasses.replace(project, **{key: getattr(defaults, key)})
+            refused.append(_finding(path, text, Problem(key, problem)))
     return project, refused
 
 
@@ -79,8 +74,9 @@ def _outside(value: Path, root: Path) -> str | None:
 
 
 def refusal(findings: Iterable[Finding], key: str) -> str | None:
-    """Why fixpoint.toml's `key` was refused (it leaves the workspace), with its file:line; None if not."""
-    return next((str(f.data["message"]) for f in findings if f.data.get("refused") == key), None)
+    """What was wrong with fixpoint.toml's `key` (it leads outside the workspace, or is no path at all),
+    with its file:line, for a command that would otherwise use the default in its place; None if fine."""
+    return next((str(f.data["refused"]) for f in findings if f.data.get("key") == key), None)
 
 
 def discover(
@@ -150,11 +146,14 @@ def _unknown_rules(project: Project) -> list[Problem]:
 
 
 def _finding(path: Path, text: str, problem: Problem) -> Finding:
+    span = key_span(text, problem.key)
+    where = f"{FILENAME}:{span.line + 1}: {problem.key}" if problem.key else f"{FILENAME}:{span.line + 1}"
     return Finding(
         Code.PROJECT_SETTINGS,
         f"{problem.key or FILENAME}: {problem.message} (the default is used)",
         path,
-        key_span(text, problem.key),
+        span,
+        data={"key": problem.key, "refused": f"{where}: {problem.message}"},
     )
 
 

@@ -3,7 +3,13 @@
 Long commands run as child processes of the `fixpoint` CLI (argument lists, never a shell string, cwd =
 the project root) so they never block the event loop and can be cancelled: the client's cancel of the
 work-done progress kills the process. Their JSON result is returned to the client and the per-layer
-table is written to the log. Every path a command is given must lie inside the workspace.
+table is written to the log.
+
+Every path a command reads or writes lies inside the workspace, symlinks resolved
+(quantcore.untrusted.require_inside): the ones in its arguments, and the project's own from
+fixpoint.toml - a setting that leaves the workspace (`generated = '../escape'`) was refused when the
+settings were read, and a command that needs it refuses too, naming fixpoint.toml's line, instead of
+writing somewhere else. Arguments of the wrong shape are refused with a message, never a traceback.
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
+
+from fixpoint_server import settings
+from quantcore import display, untrusted
 
 if TYPE_CHECKING:
     from fixpoint_server.app import FixpointServer
@@ -62,58 +71,85 @@ def _options(args: list[Any] | None) -> dict[str, Any]:
         return {}
     if isinstance(args[0], dict):
         return dict(args[0])
-    return {"root": args[0], "force": bool(args[1]) if len(args) > 1 else False}
+    if not isinstance(args[0], str):
+        raise CommandError(f"expects one object of options, got {display.name(json.dumps(args[0]), 80)}")
+    return {"root": args[0], "force": args[1] is True if len(args) > 1 else False}
+
+
+def text_option(options: dict[str, Any], key: str) -> str | None:
+    """A string option (None when absent); anything else is refused."""
+    value = options.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or "\0" in value:
+        raise CommandError(f'"{key}" must be a string, got {display.name(json.dumps(value), 80)}')
+    return value
 
 
 def inside(ls: FixpointServer, value: str | None, what: str) -> Path | None:
+    """The path option `value` (relative to the workspace root) resolved, symlinks too; CommandError when
+    it leads outside the workspace."""
     if value is None:
         return None
+    root = ls.index.root
     path = Path(value)
-    path = (path if path.is_absolute() else ls.index.root / path).resolve()
-    if not path.is_relative_to(ls.index.root):
-        raise CommandError(f"{what} {value} is outside the workspace {ls.index.root}")
-    return path
+    try:
+        return untrusted.require_inside(path if path.is_absolute() else root / path, root, what)
+    except untrusted.UntrustedInputError:
+        raise CommandError(f"{what} {display.name(value)} is outside the workspace {root}") from None
+
+
+def project_path(ls: FixpointServer, key: str) -> Path | None:
+    """The project's `key` setting (model, params, generated), inside the workspace; CommandError when
+    fixpoint.toml set it outside (its file:line says where)."""
+    refused = settings.refusal(ls.project_findings, key)
+    if refused is not None:
+        raise CommandError(refused)
+    value: Path | None = getattr(ls.index.project, key)
+    return None if value is None else inside(ls, str(value), key)
 
 
 # -- the commands ------------------------------------------------------------------------------------
 
 
+def _path(ls: FixpointServer, options: dict[str, Any], key: str, setting: str | None = None) -> Path | None:
+    """The path option `key`, else the project's `setting`; inside the workspace either way."""
+    given = inside(ls, text_option(options, key), key)
+    return given if given is not None or setting is None else project_path(ls, setting)
+
+
 async def regenerate(ls: FixpointServer, options: dict[str, Any]) -> dict[str, Any]:
     project = ls.index.project
-    params = inside(ls, options.get("params"), "params") or project.params
+    params = _path(ls, options, "params", "params")
     if params is None:
         raise CommandError('no quant-params JSON: set params in fixpoint.toml or pass {"params": PATH}')
-    argv = [
-        "generate",
-        "--params",
-        str(params),
-        "-o",
-        str(inside(ls, options.get("output"), "output") or project.generated),
-    ]
-    model = inside(ls, options.get("model"), "model") or project.model
+    output = _path(ls, options, "output", "generated")
+    argv = ["generate", "--params", str(params), "-o", str(output)]
+    model = _path(ls, options, "model", "model")
     if model is not None:
         argv += ["--model", str(model)]
     if project.path is not None:
         argv += ["--project", str(project.path)]
-    if options.get("force"):
+    if options.get("force") is True:
         argv.append("--force")
     result = await run_cli(ls, "Regenerating the model sources", [*argv, "--json"])
     for entry in result.get("files", []):
-        ls.index.changed_on_disk(Path(entry["path"]).resolve())
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            ls.index.changed_on_disk(Path(entry["path"]).resolve())
     ls.checker.request()
     return result
 
 
 async def quantize(ls: FixpointServer, options: dict[str, Any]) -> dict[str, Any]:
-    project = ls.index.project
-    model = inside(ls, options.get("model"), "model") or project.model
-    data = inside(ls, options.get("data"), "data")
-    output = inside(ls, options.get("output"), "output") or project.params
+    model = _path(ls, options, "model", "model")
+    data = _path(ls, options, "data")
+    output = _path(ls, options, "output", "params")
     if model is None or data is None or output is None:
         raise CommandError('needs {"model", "data", "output"} (model and output default to fixpoint.toml\'s)')
     argv = ["quantize", str(model), "--calib", str(data), "-o", str(output)]
-    if options.get("method"):
-        argv += ["--method", str(options["method"])]
+    method = text_option(options, "method")
+    if method is not None:
+        argv.append(f"--method={method}")  # one word: a value starting with "-" stays a value
     await run_cli(ls, "Quantizing", argv, expect_json=False)
     report = await run_cli(
         ls, "Evaluating", ["evaluate", str(model), str(output), "--data", str(data), "--json"]
@@ -127,13 +163,16 @@ async def quantize(ls: FixpointServer, options: dict[str, Any]) -> dict[str, Any
 async def flash_verify(ls: FixpointServer, options: dict[str, Any]) -> dict[str, Any]:
     argv = ["flash-verify", "--json"]
     for key in ("target", "serial", "probe"):
-        if options.get(key):
-            argv += [f"--{key}", str(options[key])]
-    if options.get("data"):
-        argv += ["--data", str(inside(ls, options["data"], "data"))]
+        value = text_option(options, key)
+        if value is not None:
+            argv.append(f"--{key}={value}")  # one word: a value starting with "-" stays a value
+    data = _path(ls, options, "data")
+    if data is not None:
+        argv += ["--data", str(data)]
     if ls.index.project.path is not None:
         argv += ["--project", str(ls.index.project.path)]
-    report = await run_cli(ls, f"Flash and verify ({options.get('target') or ls.index.project.target})", argv)
+    target = text_option(options, "target") or ls.index.project.target
+    report = await run_cli(ls, f"Flash and verify ({display.shorten(target, 80)})", argv)
     ls.last_report = {"kind": "verification", **report}
     log_table(ls, report)
     return report
@@ -238,7 +277,10 @@ def _stop_group(pid: int) -> None:
 def log_table(ls: FixpointServer, report: dict[str, Any]) -> None:
     rows = [f"{'layer':24} {'bytes':>7} {'mismatched':>10}"]
     for layer in report.get("layers", []):
-        rows.append(f"{layer['name']:24} {layer.get('bytes', ''):>7} {layer['mismatched_bytes']:>10}")
+        if not isinstance(layer, dict):
+            continue
+        name = display.printable(display.shorten(str(layer.get("name")), 80))
+        rows.append(f"{name:24} {layer.get('bytes', '')!s:>7} {layer.get('mismatched_bytes')!s:>10}")
     rows.append(f"verdict: {report.get('verdict')}, {report.get('mismatched_bytes_total')} mismatched bytes")
     ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Info, message="\n".join(rows)))
 
