@@ -82,7 +82,17 @@ def resolve(args: argparse.Namespace) -> Context:
     target = get_target(args.target or project.target, board_t)
     if args.cases is not None and args.cases < 1:
         raise BadInput(f"--cases must be at least 1, got {args.cases}")
-    return Context(args, project, target, (args.build_dir or Path("build") / target.name).resolve())
+    build_dir = (args.build_dir or Path("build") / target.name).resolve()
+    if args.build_dir is not None:
+        folder_option("--build-dir", args.build_dir)
+    return Context(args, project, target, build_dir)
+
+
+def folder_option(option: str, path: Path) -> Path:
+    """`path` when it is a folder or does not exist yet; BadInput naming the option when it is not."""
+    if path.exists() and not path.is_dir():
+        raise BadInput(f"{option} {path}: is a file, not a folder; give a folder (it is created if missing)")
+    return path
 
 
 def checkout(ctx: Context) -> Any:
@@ -110,6 +120,9 @@ def load_model(ctx: Context, required: bool) -> Model | None:
 
     model = getattr(ctx.args, "model", None) or ctx.project.model
     params = getattr(ctx.args, "params", None) or ctx.project.params
+    for path in (params, model):
+        if path and not Path(path).exists():
+            raise BadInput(f"{path} does not exist")
     if not (model and params):
         if required:
             raise BadInput(

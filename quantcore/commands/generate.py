@@ -44,6 +44,7 @@ def _generate(args: argparse.Namespace) -> int:
     from quantcore.targets.cores import Core, UnknownCoreError
 
     ctx = fw.resolve(args)
+    out = fw.folder_option("-o", args.output) if args.output else ctx.project.generated
     args.model = args.model or _model_named_by_params(args.params or ctx.project.params)
     model = fw.load_model(ctx, required=True)
     assert model is not None
@@ -51,7 +52,6 @@ def _generate(args: argparse.Namespace) -> int:
         core = Core.from_label(args.core) if args.core else ctx.target.core
     except UnknownCoreError as exc:
         raise fw.BadInput(str(exc)) from None
-    out = args.output or ctx.project.generated
     result = generate(
         model.qgraph,
         out,
@@ -84,14 +84,11 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _model_named_by_params(params: Any) -> str | None:
-    """The model the JSON was made from, when its recorded path points at a file (relative: to the JSON)."""
+    """The model the JSON was made from, when its recorded path (relative to the JSON, kept inside the
+    folders the user works in) points at a file; a missing JSON is reported by load_model."""
+    from quantcore.quantize import params_json
+
     if not params or not Path(params).is_file():
         return None
-    try:
-        recorded = json.loads(Path(params).read_text())["model"]["path"]
-    except (ValueError, KeyError, TypeError):
-        return None
-    for candidate in (Path(params).parent / recorded, Path(recorded)):
-        if candidate.is_file():
-            return str(candidate)
-    return None
+    recorded = params_json.recorded_model(params)
+    return str(recorded) if recorded is not None else None
