@@ -176,6 +176,8 @@ class WorkspaceIndex:
             text = _decode(untrusted.read_bytes(path, limit=limits.SOURCE_MAX_BYTES, root=self.root))
         except untrusted.UntrustedInputError as exc:
             text, problem = None, exc.problem
+        except OSError as exc:  # read_bytes lets some through (a directory: os.fdopen refuses it)
+            text, problem = None, f"cannot read: {exc.strerror or exc}"
         with self._lock:
             self._disk[path] = _Cached(stat.st_mtime_ns, stat.st_size, text)
             if path in self.files:
