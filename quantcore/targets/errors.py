@@ -38,6 +38,17 @@ class FirmwareTimeout(TargetError):
 class FirmwareOutputLimit(TargetError):
     """The firmware printed more than limits.FIRMWARE_OUTPUT_MAX_BYTES without ending its transcript."""
 
+    @classmethod
+    def on(cls, channel: str, last: str) -> FirmwareOutputLimit:
+        """The error for `channel`, quoting the `last` output (already shown safely)."""
+        from quantcore import limits
+
+        mib = f"{limits.FIRMWARE_OUTPUT_MAX_BYTES / limits.MIB:g} MiB"
+        return cls(
+            f"{channel}: the firmware printed more than {mib} without finishing its transcript (no "
+            f"'FIXPOINT END' line; it was stopped); last output: {last}"
+        )
+
 
 class FirmwareFault(TargetError):
     """The firmware crashed: a Cortex-M fault handler ran, or the host process died of a signal."""

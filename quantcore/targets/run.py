@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 from dataclasses import dataclass
 
-from quantcore import limits
 from quantcore.targets import process, protocol
 from quantcore.targets.build import Channel, Firmware
 from quantcore.targets.errors import (
@@ -96,17 +95,9 @@ def run_process(
             f"timeout); last output: {_tail(text)}"
         )
     if done.ending is process.Ending.LIMIT:
-        raise output_limit_error(channel, text)
+        raise FirmwareOutputLimit.on(channel, _tail(text))
     check_exit(done.returncode or 0, text, stderr, channel)
     return finish(text, channel, expect, done.seconds, stderr)
-
-
-def output_limit_error(channel: str, tail: str) -> FirmwareOutputLimit:
-    mib = limits.FIRMWARE_OUTPUT_MAX_BYTES // limits.MIB
-    return FirmwareOutputLimit(
-        f"{channel}: the firmware printed more than {mib} MiB without finishing its transcript (no "
-        f"'{protocol.END}' line; it was stopped); last output: {_tail(tail)}"
-    )
 
 
 def check_exit(returncode: int, text: str, stderr: str, channel: str) -> None:

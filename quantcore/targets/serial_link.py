@@ -112,7 +112,7 @@ class SerialLink:
                     return received.decode("ascii", "replace")
                 line_start = len(received)
             if len(received) > limits.FIRMWARE_OUTPUT_MAX_BYTES:
-                raise _flood(self.url, received)
+                raise FirmwareOutputLimit.on(f"serial port {shown(self.url)}", _tail(received))
         raise FirmwareTimeout(
             f"serial port {shown(self.url)}: timed out after {overall or timeout:g} s waiting for "
             f"'{protocol.END}' (received {len(received)} bytes; last: {_tail(received)})"
@@ -263,14 +263,6 @@ def _os_error(exc: BaseException) -> OSError | None:
 def _reason(exc: Exception) -> str:
     cause = _os_error(exc)
     return (cause.strerror if cause is not None and cause.strerror else str(exc)) or type(exc).__name__
-
-
-def _flood(url: str, received: bytearray) -> FirmwareOutputLimit:
-    mib = limits.FIRMWARE_OUTPUT_MAX_BYTES // limits.MIB
-    return FirmwareOutputLimit(
-        f"serial port {shown(url)}: the firmware printed more than {mib} MiB without finishing its "
-        f"transcript (no '{protocol.END}' line); last: {_tail(received)}"
-    )
 
 
 def _tail(data: bytes | bytearray) -> str:
