@@ -21,7 +21,7 @@ import numpy as np
 from quantcore.calibrate.collect import CalibrationPlan, calibrate
 from quantcore.calibrate.method import RangeMethod
 from quantcore.data import DataSet
-from quantcore.errors import UnsupportedError
+from quantcore.errors import ModelError, UnsupportedError
 from quantcore.ir import Graph
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
@@ -98,27 +98,35 @@ class QuantizeResult:
 
 
 def load_model(path: str | Path, batch: int = 1) -> LoadedModel:
-    from quantcore.importers.onnx import import_onnx
+    """Import (the file read once, within quantcore.limits: the CLI, `fixpoint check` and the language
+    server all load models here) and prepare; onnxruntime gets the bytes the importer checked."""
+    from quantcore.importers.onnx import load_onnx
 
     path = Path(path)
-    graph = prepare(import_onnx(path, batch=batch))
+    imported = load_onnx(path, batch=batch)
+    graph = prepare(imported.graph)
     check_supported(graph, str(path))
     graph = graph.evolve(meta={**graph.meta, "source_name": path.name})
-    return LoadedModel(path, graph, OnnxFloat(path, graph))
+    return LoadedModel(path, graph, OnnxFloat(imported.runnable, graph))
 
 
 def check_supported(graph: Graph, source: str) -> None:
-    """Raise UnsupportedError for the first node in CMSIS-NN form that no CMSIS-NN kernel can run."""
-    from quantcore.support import KERNELS
+    """Raise ModelError when the graph as a whole cannot become firmware, UnsupportedError for the first
+    node in CMSIS-NN form that no CMSIS-NN kernel can run; the message says what the node has and why."""
+    from quantcore.support import GRAPH, KERNELS
+    from quantcore.support.names import shown
 
+    for rule in GRAPH:
+        if not rule(graph):
+            raise ModelError(source, rule.explain(graph))
     for node in graph.nodes:
         support = KERNELS[node.op]
         broken = support.violations(graph, node)
         if broken:
-            reason = " ".join((broken[0].__doc__ or broken[0].__name__).split())
-            raise UnsupportedError(source, node.name, node.op.json_name, reason)
+            reason = broken[0].explain((graph, node))
+            raise UnsupportedError(source, shown(node.name), node.op.json_name, reason)
         if not support.kernels:
-            raise UnsupportedError(source, node.name, node.op.json_name, "no CMSIS-NN kernel runs it")
+            raise UnsupportedError(source, shown(node.name), node.op.json_name, "no CMSIS-NN kernel runs it")
 
 
 def quantize(

@@ -3,6 +3,12 @@
 Everything that can be computed without an input is computed here (Constant nodes, Shape of a static
 tensor, shape arithmetic feeding a Reshape, DequantizeLinear of int8 weights), so the translation to
 the IR only sees layers. Each failure becomes a ModelError naming the file (and the node or tensor).
+
+The file is untrusted: it is read through quantcore.untrusted (a regular file, at most
+quantcore.limits.MODEL_MAX_BYTES), its external data only from files in its own folder
+(quantcore/importers/_external.py), and folding runs within the budget of quantcore/importers/_fold.py.
+Shape inference runs without data propagation: ONNX's propagation materialises the values of Range and
+Tile (20 GB for a Range of 10^9), while folding computes the same values within the budget.
 """
 
 from __future__ import annotations
@@ -11,19 +17,23 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
 from onnx import numpy_helper, shape_inference
 
+from quantcore import limits, untrusted
 from quantcore.errors import ModelError
-from quantcore.importers import _qdq
+from quantcore.importers import _external, _qdq
+from quantcore.importers._fold import Folder, FoldRefused
+from quantcore.support.names import quoted, shown
 from quantcore.ir import QuantParams
 
 MIN_OPSET = 7
 """Opset 7 brought numpy broadcasting to Add/Mul; older models should be converted first."""
-_MAX_FOLD_ROUNDS = 8
+_MAX_FOLD_ROUNDS = 16
+"""Rounds of shape inference and folding: a round folds every chain it can in graph order; the next one
+folds what became computable once the shapes of its results were inferred (Shape of a Reshape's output)."""
 _NOT_FOLDABLE = frozenset(
     {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 )
@@ -57,47 +67,57 @@ class Loaded:
     """(elem_type, shape) of every value shape inference knows."""
     weight_quant: dict[str, QuantParams] = field(default_factory=dict)
     """QuantParams of constants folded from a DequantizeLinear (QDQ weights and biases)."""
+    runnable: bytes = b""
+    """The model as read and checked (external data inlined), before any change: what onnxruntime runs,
+    so that it never opens the file, or a file the model names, again."""
 
 
 def read(path_or_bytes: str | os.PathLike[str] | bytes, name: str | None) -> Source:
+    """The model's bytes: from a regular file of at most MODEL_MAX_BYTES (never a FIFO or a device)."""
     if isinstance(path_or_bytes, bytes | bytearray | memoryview):
-        return Source(bytes(path_or_bytes), name or "<onnx bytes>", None)
+        data = bytes(path_or_bytes)
+        label = name or "<onnx bytes>"
+        if len(data) > limits.MODEL_MAX_BYTES:
+            raise ModelError(label, f"is larger than Fixpoint reads ({limits.MODEL_MAX_BYTES} bytes)")
+        return Source(data, label, None)
     path = Path(path_or_bytes)
     try:
-        return Source(path.read_bytes(), str(path), path.parent)
-    except OSError as e:
-        raise ModelError(str(path), f"cannot read the model file: {e.strerror or e}") from None
+        return Source(untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES), str(path), path.parent)
+    except untrusted.UntrustedInputError as e:
+        cause = e.__cause__
+        if isinstance(cause, OSError):
+            raise ModelError(str(path), f"cannot read the model file: {cause.strerror or cause}") from None
+        raise ModelError(str(path), e.problem) from None
 
 
-def decode(source: Source) -> onnx.ModelProto:
-    """Parse and check the protobuf; a corrupt or truncated file is a ModelError naming it."""
+def decode(source: Source) -> tuple[onnx.ModelProto, bool]:
+    """Parse and check the protobuf, its external data read in; a corrupt or truncated file is a
+    ModelError naming it. Also says whether external data was read in."""
     model = onnx.ModelProto()
     try:
         model.ParseFromString(source.data)
     except Exception as e:
         # protobuf's DecodeError (and, from its C++ backend, other types): the bytes are not a ModelProto.
-        raise ModelError(source.path, f"is not a readable ONNX file (corrupt or truncated?): {e}") from None
+        problem = f"is not a readable ONNX file (corrupt or truncated?): {_first_line(e)}"
+        raise ModelError(source.path, problem) from None
     if not model.graph.node and not model.graph.output:
         raise ModelError(source.path, "is not an ONNX model: it holds no graph (empty or truncated file?)")
-    if source.directory is not None and _has_external_data(model):
-        try:
-            onnx.load_external_data_for_model(model, str(source.directory))
-        except (OSError, ValueError) as e:
-            raise ModelError(source.path, f"cannot load the model's external data: {e}") from None
+    _external.refuse_sparse(model, source.path)
+    external = _external.uses_external_data(model)
+    if external:
+        _external.inline(model, source.directory, source.path, len(source.data))
     try:
         onnx.checker.check_model(model)
-    except (onnx.checker.ValidationError, ValueError) as e:
+    except Exception as e:
+        # ValidationError, and whatever else the C++ checker raises on a malformed proto.
         raise ModelError(source.path, f"is not a valid ONNX model (onnx.checker: {_first_line(e)})") from None
-    return model
-
-
-def _has_external_data(model: onnx.ModelProto) -> bool:
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+    return model, external
 
 
 def _first_line(error: BaseException) -> str:
+    """The first line of a library's message (it may quote names from the model), on one line and short."""
     text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    return shown(text.splitlines()[0], 4 * limits.NAME_MAX_CHARS) if text else type(error).__name__
 
 
 def default_opset(model: onnx.ModelProto, path: str) -> int:
@@ -125,14 +145,16 @@ def fix_batch(model: onnx.ModelProto, batch: int) -> None:
 
 
 def load(source: Source, batch: int) -> Loaded:
-    model = decode(source)
+    model, inlined = decode(source)
+    runnable = model.SerializeToString() if inlined else source.data
     opset = default_opset(model, source.path)
     name_nodes(model)
     fix_batch(model, batch)
-    loaded = Loaded(model, opset, _initializers(model, source.path), {})
+    loaded = Loaded(model, opset, _initializers(model, source.path), {}, runnable=runnable)
+    folder = Folder(opset)
     for _ in range(_MAX_FOLD_ROUNDS):
         loaded.types = _types(_infer(model, source.path, strict=False))
-        if not _fold_round(loaded, source.path):
+        if not _fold_round(loaded, folder, source.path):
             break
     loaded.model = _infer(model, source.path, strict=True)
     loaded.types = _types(loaded.model)
@@ -144,15 +166,18 @@ def _initializers(model: onnx.ModelProto, path: str) -> dict[str, np.ndarray]:
     for tensor in model.graph.initializer:
         try:
             consts[tensor.name] = numpy_helper.to_array(tensor)
-        except (ValueError, TypeError) as e:
-            raise ModelError(path, f"initializer {tensor.name!r} cannot be read: {e}") from None
+        except Exception as e:
+            # numpy_helper raises ValueError, TypeError, KeyError... for data that does not fit the dims.
+            problem = f"initializer {quoted(tensor.name)} cannot be read: {_first_line(e)}"
+            raise ModelError(path, problem) from None
     return consts
 
 
 def _infer(model: onnx.ModelProto, path: str, *, strict: bool) -> onnx.ModelProto:
     try:
-        return shape_inference.infer_shapes(model, check_type=strict, strict_mode=strict, data_prop=True)
-    except (shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError) as e:
+        return shape_inference.infer_shapes(model, check_type=strict, strict_mode=strict, data_prop=False)
+    except Exception as e:
+        # InferenceError, ValidationError, RuntimeError... from the C++ inference on a malformed graph.
         raise ModelError(path, f"shape inference failed: {_first_line(e)}") from None
 
 
@@ -177,13 +202,17 @@ def _type_of(value: onnx.ValueInfoProto) -> tuple[int, Shape | None]:
 # -- constant folding -----------------------------------------------------------------------------------
 
 
-def _fold_round(loaded: Loaded, path: str) -> bool:
+def _fold_round(loaded: Loaded, folder: Folder, path: str) -> bool:
     """Fold every node computable at import, in graph order (so chains fold in one round)."""
     graph = loaded.model.graph
     kept: list[onnx.NodeProto] = []
     folded = False
     for node in graph.node:
-        values = _fold(loaded, node, path)
+        try:
+            values = _fold(loaded, folder, node, path)
+        except FoldRefused as e:
+            inner = "" if e.node == node.name else f"in its subgraph, node {quoted(e.node)}: "
+            raise ModelError(path, inner + e.problem, shown(node.name)) from None
         if values is None:
             kept.append(node)
             continue
@@ -198,22 +227,39 @@ def _fold_round(loaded: Loaded, path: str) -> bool:
     return folded
 
 
-def _fold(loaded: Loaded, node: onnx.NodeProto, path: str) -> list[np.ndarray] | None:
+def _fold(loaded: Loaded, folder: Folder, node: onnx.NodeProto, path: str) -> list[np.ndarray] | None:
     constant = all(name in loaded.consts for name in node.input if name)
     if _qdq.is_dq(node):  # also com.microsoft's, which the reference implementation does not run
-        return _dequantize(loaded, node, path) if constant else None
+        return _dequantize(loaded, folder, node, path) if constant else None
     if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDABLE:
         return None
-    if node.op_type in ("Shape", "Size"):
+    if node.op_type in ("Shape", "Size") and not constant:
         return _static_shape(loaded, node)
-    if not constant:
+    outer = _outer_names(node)
+    if not constant or not outer <= loaded.consts.keys():
         return None
-    return _evaluate(node, [loaded.consts[name] if name else None for name in node.input], loaded.opset)
+    feeds = {name: loaded.consts[name] for name in (*node.input, *outer) if name}
+    return folder.run(node, feeds)
 
 
-def _dequantize(loaded: Loaded, node: onnx.NodeProto, path: str) -> list[np.ndarray]:
+def _outer_names(node: onnx.NodeProto) -> set[str]:
+    """Values of the enclosing graph that the node's subgraphs (Loop/Scan/If bodies) read."""
+    read: set[str] = set()
+    made: set[str] = set()
+    for graph in _external.graphs_of(node):
+        made.update(v.name for v in graph.input)
+        made.update(t.name for t in graph.initializer)
+        for inner in graph.node:
+            read.update(inner.input)
+            made.update(inner.output)
+    return read - made - {""}
+
+
+def _dequantize(loaded: Loaded, folder: Folder, node: onnx.NodeProto, path: str) -> list[np.ndarray]:
     """A DequantizeLinear of a constant (a QDQ weight or bias): folded, its QuantParams kept."""
-    value, quant = _qdq.dequantize(node, [loaded.consts[name] if name else None for name in node.input], path)
+    inputs = [loaded.consts[name] if name else None for name in node.input]
+    folder.admit(node, inputs)
+    value, quant = _qdq.dequantize(node, inputs, path)
     loaded.weight_quant[node.output[0]] = quant
     return [value]
 
@@ -230,30 +276,17 @@ def _static_shape(loaded: Loaded, node: onnx.NodeProto) -> list[np.ndarray] | No
     return [dims[start:end]]
 
 
-def _evaluate(node: onnx.NodeProto, inputs: list[np.ndarray | None], opset: int) -> list[np.ndarray] | None:
-    """One node on constant inputs with ONNX's reference implementation; None when it cannot run."""
-    from onnx.reference import ReferenceEvaluator
-
-    try:
-        evaluator = ReferenceEvaluator(node, opsets={"": opset})
-        feeds = {name: value for name, value in zip(node.input, inputs, strict=True) if name}
-        results: Any = evaluator.run(None, feeds)
-    except Exception:
-        # Any failure of the reference implementation only means "not folded": the node is imported as is
-        # (and rejected with the support table's reason when it is not a layer Fixpoint maps).
-        return None
-    return [np.asarray(r) for r in results]
-
-
 def name_nodes(model: onnx.ModelProto) -> None:
     """Give every unnamed node the name "<op_type>_<index>" (and make duplicates unique), before folding
     removes nodes, so that names match the positions in the file."""
     taken = {node.name for node in model.graph.node if node.name}
     seen: set[str] = set()
+    next_suffix: dict[str, int] = {}  # so that 100,000 nodes of one name cost 100,000 steps, not 10^10
     for index, node in enumerate(model.graph.node):
         name = node.name or f"{node.op_type}_{index}"
-        candidate, n = name, 1
+        candidate, n = name, next_suffix.get(name, 1)
         while candidate in seen or (candidate != node.name and candidate in taken):
             candidate, n = f"{name}_{n}", n + 1
+        next_suffix[name] = n
         node.name = candidate
         seen.add(candidate)

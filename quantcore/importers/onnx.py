@@ -15,6 +15,7 @@ The steps, each failing with a ModelError that names the file (and node or tenso
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
@@ -23,10 +24,21 @@ from quantcore.errors import ModelError, UnsupportedError
 from quantcore.importers import _onnx_load, _qdq
 from quantcore.importers._builder import Builder
 from quantcore.importers._handlers import HANDLERS
+from quantcore.support.names import quoted, shown
 from quantcore.ir import Graph
 from quantcore.support import ONNX_OPS, unsupported_reason
 
-__all__ = ["import_onnx"]
+__all__ = ["OnnxImport", "import_onnx", "load_onnx"]
+
+
+@dataclass(frozen=True)
+class OnnxImport:
+    """An imported model: the IR graph, and the model onnxruntime may run for its float activations."""
+
+    graph: Graph
+    runnable: bytes
+    """The model's bytes as read and checked (external data inlined), unchanged otherwise; running them
+    never opens the file, or any file the model names, again."""
 
 
 def import_onnx(
@@ -37,12 +49,19 @@ def import_onnx(
     `batch` replaces a dynamic (or missing) first dimension of the graph inputs. `name` names the graph
     (default: the ONNX graph's name, else the file's stem) and, for bytes, the model in messages.
     """
+    return load_onnx(path_or_bytes, batch=batch, name=name).graph
+
+
+def load_onnx(
+    path_or_bytes: str | os.PathLike[str] | bytes, *, batch: int = 1, name: str | None = None
+) -> OnnxImport:
+    """import_onnx, with the bytes onnxruntime should run (quantcore.runtime.onnx_float)."""
     source = _onnx_load.read(path_or_bytes, name)
-    return _import(source, batch=batch, name=name, fmt="onnx")
-
-
-def _import(source: _onnx_load.Source, *, batch: int, name: str | None, fmt: str) -> Graph:
     loaded = _onnx_load.load(source, batch)
+    return OnnxImport(_import(source, loaded, name=name, fmt="onnx"), loaded.runnable)
+
+
+def _import(source: _onnx_load.Source, loaded: _onnx_load.Loaded, *, name: str | None, fmt: str) -> Graph:
     graph = loaded.model.graph
     plan = _qdq.plan(graph, loaded.consts, loaded.types, source.path)
     builder = Builder(source.path, loaded, plan)
@@ -73,13 +92,12 @@ def _import(source: _onnx_load.Source, *, batch: int, name: str | None, fmt: str
 def _translate(builder: Builder, node: onnx.NodeProto) -> None:
     support = ONNX_OPS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
     if support is None:
-        raise UnsupportedError(
-            builder.path, node.name, node.op_type, unsupported_reason(node.op_type, node.domain)
-        )
+        reason = unsupported_reason(node.op_type, node.domain)
+        raise UnsupportedError(builder.path, shown(node.name), shown(node.op_type), reason)
     facts = builder.facts(node)
     violations = support.violations(facts)
     if violations:
-        raise UnsupportedError(builder.path, node.name, node.op_type, violations[0].reason)
+        raise UnsupportedError(builder.path, shown(node.name), node.op_type, violations[0].explain(facts))
     HANDLERS[node.op_type](builder, facts)
 
 
@@ -94,6 +112,6 @@ def _graph_output(builder: Builder, value: str) -> str:
     if tensor is None or tensor.is_constant:
         raise ModelError(
             builder.path,
-            f"graph output {value!r} is a constant (computable without any input); nothing to run",
+            f"graph output {quoted(value)} is a constant (computable without any input); nothing to run",
         )
     return name

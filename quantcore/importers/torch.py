@@ -72,7 +72,8 @@ def import_torch(module: Any, example_input: Any, *, name: str | None = None) ->
     source = _onnx_load.Source(export_onnx(module, example_input), label, None)
     first = example_input[0] if isinstance(example_input, tuple | list) else example_input
     batch = int(first.shape[0]) if getattr(first, "ndim", 0) else 1
-    return _import(source, batch=batch, name=name or type(module).__name__, fmt="torch")
+    loaded = _onnx_load.load(source, batch)
+    return _import(source, loaded, name=name or type(module).__name__, fmt="torch")
 
 
 def load_torch_checkpoint(path: str) -> Mapping[str, Any]:

@@ -5,11 +5,15 @@ tensor names and the passes keep the name of the last tensor they fuse, so most 
 the ONNX model under the same name; onnxruntime is asked for them as extra outputs. 4-D tensors are
 transposed from ONNX's NCHW to the IR's NHWC. Tensors the passes created (layout transposes) are
 computed by the IR float executor from their inputs.
+
+The model comes as bytes, the ones the importer read and checked (quantcore.importers.onnx.load_onnx):
+onnxruntime never opens the model file, or a file the model names, itself. Its graph optimizations are
+off: every tensor stays observable, and no constant subgraph is computed at session creation (the
+importer's folding budget already refused any that would be too large).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,11 +28,11 @@ Array = np.ndarray
 class OnnxFloat:
     """Runs the source ONNX model and returns the float tensors the IR graph names."""
 
-    def __init__(self, model: bytes | str | Path, graph: Graph) -> None:
+    def __init__(self, model: bytes, graph: Graph) -> None:
         import onnx
         import onnxruntime as ort
 
-        proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(str(model))
+        proto = onnx.load_from_string(model)
         self.source, self.graph = model, graph
         known = {v.name for v in proto.graph.value_info} | {
             n for node in proto.graph.node for n in node.output
@@ -39,15 +43,21 @@ class OnnxFloat:
             if name not in existing:
                 proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every tensor
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # see the docstring
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(
-            proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        try:
+            self.session = ort.InferenceSession(
+                proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelError(self._name(), f"onnxruntime cannot load the model: {_one_line(exc)}") from exc
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         # A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole.
         self.fixed_batch = all(isinstance(i.shape[0], int) for i in self.session.get_inputs() if i.shape)
+
+    def _name(self) -> str:
+        return str(self.graph.meta.get("source", self.graph.name))
 
     def __getstate__(self) -> dict[str, object]:
         """Pickled as its model and graph (an onnxruntime session cannot be): a calibration worker
@@ -55,7 +65,7 @@ class OnnxFloat:
         return {"source": self.source, "graph": self.graph}
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__init__(state["source"], state["graph"])  # type: ignore[misc, arg-type]
+        self.__init__(state["source"], state["graph"])  # type: ignore[misc]
 
     def activations(self, feeds_nchw: dict[str, Array], layout: bool = True) -> dict[str, Array]:
         """Every IR activation for one batch of model inputs (given in the ONNX model's own layout).
@@ -83,10 +93,15 @@ class OnnxFloat:
                 return dict(zip(self.output_names, self.session.run(None, feeds), strict=True))
             runs = [self.session.run(None, {k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
         except Exception as exc:  # onnxruntime raises its own exception types
-            raise ModelError(
-                str(self.graph.meta.get("source", self.graph.name)), f"onnxruntime failed: {exc}"
-            ) from exc
+            raise ModelError(self._name(), f"onnxruntime failed: {_one_line(exc)}") from exc
         return {name: np.concatenate([r[j] for r in runs]) for j, name in enumerate(self.output_names)}
+
+
+def _one_line(error: Exception) -> str:
+    """onnxruntime's message (it may quote the model's names) on one line, shortened."""
+    from quantcore.support.names import shown
+
+    return shown(" ".join(str(error).split()), 1024)
 
 
 def _as_is(graph: Graph, name: str, value: Array) -> Array:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from quantcore.ir import Graph, Layout, Node, Op
-from quantcore.support.table import Constraint, KernelConstraint, KernelSupport
+from quantcore.support.names import quoted
+from quantcore.support.table import Constraint, KernelConstraint, KernelSupport, about
 
 Subject = tuple[Graph, Node]
 
@@ -26,9 +27,67 @@ def _hwc(graph: Graph, name: str) -> tuple[int, int, int]:
     return (a, b, c) if tensor.layout is Layout.NHWC else (b, c, a)
 
 
+# -- what a failing node has ----------------------------------------------------------------------------
+
+
+def _conv_1xn_padding(subject: Subject) -> str:
+    graph, node = subject
+    _, w, _ = _hwc(graph, node.inputs[0])
+    _, ow, _ = _hwc(graph, node.outputs[0])
+    weights = graph.tensor(node.inputs[1]).shape
+    kw = weights[2] if graph.tensor(node.inputs[0]).layout is Layout.NHWC else weights[3]
+    left = node.attr("pads", (0, 0, 0, 0))[1]
+    right = (ow - 1) * node.attr("strides", (1, 1))[1] + kw - w - left
+    return f"it is a 1xN convolution padded {left} on the left and {right} on the right"
+
+
+def _pool_pads(subject: Subject) -> str:
+    return f"its {_pads_and_kernel(subject[1])}"
+
+
+def _counted_pads(subject: Subject) -> str:
+    return f"it counts the padding in its average (count_include_pad), and its {_pads_and_kernel(subject[1])}"
+
+
+def _pads_and_kernel(node: Node) -> str:
+    pads, kernel = tuple(node.attr("pads", (0, 0, 0, 0))), tuple(node.attr("kernel"))
+    return f"pads (top, left, bottom, right) are {pads} and its kernel {kernel}"
+
+
+def _shapes(subject: Subject) -> str:
+    graph, node = subject
+    shapes = ", ".join(f"{quoted(i)} {graph.tensor(i).shape}" for i in node.inputs if i)
+    return f"its inputs are {shapes} and its output {graph.tensor(node.outputs[0]).shape}"
+
+
+def _softmax_axis(subject: Subject) -> str:
+    graph, node = subject
+    return f"its axis is {node.attr('axis')} of a {len(graph.tensor(node.inputs[0]).shape)}-D input"
+
+
+def _ranks(subject: Subject) -> str:
+    graph, node = subject
+    rank = max(len(graph.tensor(name).shape) for name in (*node.inputs, *node.outputs) if name)
+    return f"it has a {rank}-D tensor"
+
+
+def _producer(subject: Subject) -> str:
+    graph, node = subject
+    source = node.inputs[0]
+    producer = next((n for n in graph.nodes if source in n.outputs), None)
+    if producer is None:
+        return f"its input {quoted(source)} is the graph's input, not a layer's output"
+    readers = sum(source in n.inputs for n in graph.nodes)
+    shared = f", which {readers} nodes read" if readers > 1 else ""
+    return (
+        f"its input {quoted(source)} comes from the {producer.op.json_name} {quoted(producer.name)}{shared}"
+    )
+
+
 # -- convolution ----------------------------------------------------------------------------------------
 
 
+@about(_conv_1xn_padding)
 def conv_1xn_padding_same(subject: Subject) -> bool:
     """On MVE builds (Cortex-M55) arm_convolve_wrapper_s8 runs a 1xN convolution (input and kernel height
     1, dilation 1, stride_w * C_in a multiple of 4, not grouped) with arm_convolve_1_x_n_s8, which returns
@@ -54,6 +113,7 @@ def conv_1xn_padding_same(subject: Subject) -> bool:
 # -- pooling --------------------------------------------------------------------------------------------
 
 
+@about(_counted_pads)
 def avgpool_padding_not_counted(subject: Subject) -> bool:
     """arm_avgpool_s8 divides by the number of input pixels inside the window; padding never counts.
     An AVG_POOL with count_include_pad and non-zero pads needs an explicit PAD (with the zero point) in
@@ -66,6 +126,7 @@ def avgpool_padding_not_counted(subject: Subject) -> bool:
     return bool(pads[0] == pads[1] == 0 and pads[2] == extra_bottom and pads[3] == extra_right)
 
 
+@about(_pool_pads)
 def pool_pads_smaller_than_kernel(subject: Subject) -> bool:
     """Every pooling window must hold at least one input pixel: arm_avgpool_s8 returns
     ARM_CMSIS_NN_ARG_ERROR for an empty window and arm_max_pool_s8 leaves garbage, so each pad must be
@@ -79,6 +140,7 @@ def pool_pads_smaller_than_kernel(subject: Subject) -> bool:
 # -- elementwise, softmax, data movement ----------------------------------------------------------------
 
 
+@about(_shapes)
 def elementwise_same_shape(subject: Subject) -> bool:
     """arm_elementwise_add_s8 and arm_elementwise_mul_s8 combine two vectors of equal length (no
     broadcasting). A constant operand is broadcast when the C code is generated; an activation operand
@@ -88,6 +150,7 @@ def elementwise_same_shape(subject: Subject) -> bool:
     return all(graph.tensor(i).shape == out or graph.tensor(i).is_constant for i in node.inputs)
 
 
+@about(_softmax_axis)
 def softmax_last_axis(subject: Subject) -> bool:
     """arm_softmax_s8 normalises rows of the innermost dimension (num_rows x row_size): the softmax must be
     over the last axis (in NHWC, the channels)."""
@@ -95,6 +158,7 @@ def softmax_last_axis(subject: Subject) -> bool:
     return bool(node.attr("axis") == len(graph.tensor(node.inputs[0]).shape) - 1)
 
 
+@about(_ranks)
 def at_most_4d(subject: Subject) -> bool:
     """arm_pad_s8, arm_transpose_s8 and arm_concatenation_s8_* describe tensors with cmsis_nn_dims
     (N, H, W, C): at most 4 dimensions."""
@@ -102,18 +166,42 @@ def at_most_4d(subject: Subject) -> bool:
     return all(len(graph.tensor(name).shape) <= 4 for name in (*node.inputs, *node.outputs) if name)
 
 
+@about(_producer)
 def batchnorm_folded(subject: Subject) -> bool:
     """CMSIS-NN has no batch-norm kernel: a BATCH_NORM must directly follow a CONV2D or FULLY_CONNECTED
     whose output only it reads, so that fold_bn folds it into that layer's weights and bias."""
     return False
 
 
+@about(_producer)
 def activation_fused(subject: Subject) -> bool:
     """A RELU or CLIP must be fused into the layer that produces its input (as the kernel's
     [act_min, act_max] clamp): CMSIS-NN's standalone arm_relu_q7 / arm_relu6_s8 clamp at integer 0 (and
     6), which is the real 0 only for a zero point of 0."""
     return False
 
+
+# -- the whole graph ------------------------------------------------------------------------------------
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+@about(
+    lambda graph: (
+        f"the model has {_plural(len(graph.inputs), 'input')} and {_plural(len(graph.outputs), 'output')}"
+    )
+)
+def one_input_one_output(graph: Graph) -> bool:
+    """The generated firmware runs a network of one input and one output (its _input() and _output()
+    each point at one tensor), and calibration data is one array: export the model with a single input
+    and a single output (concatenate several outputs into one)."""
+    return len(graph.inputs) == 1 and len(graph.outputs) == 1
+
+
+GRAPH: tuple[Constraint[Graph], ...] = (Constraint(one_input_one_output),)
+"""What the whole graph must be, checked before its nodes."""
 
 KERNELS: Mapping[Op, KernelSupport] = {
     s.op: s

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from quantcore.ir import Op
-from quantcore.support.table import Constraint, OnnxConstraint, OnnxNode, OpSupport
+from quantcore.support.names import quoted, shown
+from quantcore.support.table import Constraint, OnnxConstraint, OnnxNode, OpSupport, about
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -20,20 +21,77 @@ def _c(*checks: Callable[[OnnxNode], bool]) -> tuple[OnnxConstraint, ...]:
     return tuple(Constraint(check) for check in checks)
 
 
+# -- what a failing node has ----------------------------------------------------------------------------
+
+
+def _rank_of_input(node: OnnxNode) -> str:
+    rank = node.rank(0)
+    return "the rank of its input is unknown" if rank is None else f"its input is {rank}-D"
+
+
+def _computed_inputs(node: OnnxNode) -> str:
+    names = [
+        quoted(node.inputs[i])
+        for i in range(1, len(node.inputs))
+        if node.has_input(i) and not node.is_const(i)
+    ]
+    return f"its input(s) {', '.join(names)} are computed at run time, not constants"
+
+
+def _attribute(key: str, default: object) -> Callable[[OnnxNode], str]:
+    def describe(node: OnnxNode) -> str:
+        value = node.attr(key, default)
+        return f"its {key} attribute is {quoted(value) if isinstance(value, str) else shown(repr(value))}"
+
+    return describe
+
+
+def _extra_outputs(node: OnnxNode) -> str:
+    used = [quoted(o) for o, u in zip(node.outputs[1:], node.outputs_used[1:], strict=False) if u]
+    return f"its output(s) {', '.join(used)} are read by the graph"
+
+
+def _matmul_b(node: OnnxNode) -> str:
+    b = node.const(1)
+    if node.is_const(0):
+        return f"its A input {quoted(node.inputs[0])} is a constant"
+    return f"its B input {quoted(node.inputs[1])} is " + (
+        "computed at run time" if b is None else f"a {b.ndim}-D constant"
+    )
+
+
+def _batchnorm_mode(node: OnnxNode) -> str:
+    if any(node.outputs_used[1:]):
+        return _extra_outputs(node)
+    return f"its training_mode is {node.attr('training_mode', 0)} and its spatial {node.attr('spatial', 1)}"
+
+
+def _dropout_mode(node: OnnxNode) -> str:
+    return _extra_outputs(node) if any(node.outputs_used[1:]) else "its training_mode is true"
+
+
+def _pads(node: OnnxNode) -> list[int]:
+    pads = node.attr("pads", None) if node.opset < 11 else node.const(1)
+    return [int(p) for p in pads] if pads is not None else []
+
+
 # -- shared ---------------------------------------------------------------------------------------------
 
 
+@about(_rank_of_input)
 def input_is_4d(node: OnnxNode) -> bool:
     """Only 2-D spatial layers (a 4-D NCHW input) map to CMSIS-NN's conv and pool kernels; export a 1-D
     layer as a 2-D one with a height of 1 (e.g. Conv2d with kernel (1, k))."""
     return node.rank(0) == 4
 
 
+@about(_attribute("auto_pad", "NOTSET"))
 def auto_pad_known(node: OnnxNode) -> bool:
     """The auto_pad attribute must be NOTSET, SAME_UPPER, SAME_LOWER or VALID."""
     return node.attr("auto_pad", "NOTSET") in AUTO_PADS
 
 
+@about(_computed_inputs)
 def weights_constant(node: OnnxNode) -> bool:
     """The weights and bias must be constants (initializers): CMSIS-NN's kernels read int8 weights and an
     int32 bias baked into Flash, not tensors computed at run time."""
@@ -43,18 +101,21 @@ def weights_constant(node: OnnxNode) -> bool:
 # -- Gemm / MatMul --------------------------------------------------------------------------------------
 
 
+@about(_computed_inputs)
 def gemm_b_constant(node: OnnxNode) -> bool:
     """Gemm maps to a fully-connected layer only when B (the weights) and C (the bias) are constants;
     a product of two activations would need arm_batch_matmul_s8, which Fixpoint does not generate."""
     return weights_constant(node)
 
 
+@about(lambda node: f"its A input {quoted(node.inputs[0])} is a constant")
 def gemm_a_not_constant(node: OnnxNode) -> bool:
     """Gemm's A must be the activation; a Gemm whose A is a constant and whose B is an activation has no
     fully-connected form."""
     return not node.is_const(0)
 
 
+@about(lambda node: f"its C has shape {tuple(getattr(node.const(2), 'shape', ()))}")
 def gemm_bias_per_output(node: OnnxNode) -> bool:
     """Gemm's C must be a scalar or one value per output (shape (N,) or (1, N)): CMSIS-NN's
     fully-connected kernels add one int32 bias per output channel, never a per-row bias."""
@@ -65,6 +126,7 @@ def gemm_bias_per_output(node: OnnxNode) -> bool:
     return c.size == 1 or (c.size == n and c.ndim <= 2 and c.shape[0] == (1 if c.ndim == 2 else n))
 
 
+@about(_matmul_b)
 def matmul_b_constant_2d(node: OnnxNode) -> bool:
     """MatMul maps to a fully-connected layer only when B is a constant 2-D matrix (the weights); a
     product of two activations would need arm_batch_matmul_s8, which Fixpoint does not generate."""
@@ -72,6 +134,7 @@ def matmul_b_constant_2d(node: OnnxNode) -> bool:
     return b is not None and b.ndim == 2 and not node.is_const(0)
 
 
+@about(lambda node: f"its A is {node.rank(0)}-D")
 def matmul_a_2d(node: OnnxNode) -> bool:
     """MatMul's A must be 2-D (batch, features): CMSIS-NN's fully-connected kernels take rows of
     features. Flatten (reshape) a higher-rank input before the MatMul."""
@@ -81,12 +144,14 @@ def matmul_a_2d(node: OnnxNode) -> bool:
 # -- BatchNormalization ---------------------------------------------------------------------------------
 
 
+@about(_computed_inputs)
 def batchnorm_params_constant(node: OnnxNode) -> bool:
     """BatchNormalization's scale, bias, mean and variance must be constants: CMSIS-NN has no batch-norm
     kernel, so they are folded into the preceding convolution or fully-connected layer."""
     return weights_constant(node)
 
 
+@about(_batchnorm_mode)
 def batchnorm_inference(node: OnnxNode) -> bool:
     """BatchNormalization must be in inference mode (training_mode=0, spatial=1, only its Y output
     used): the running statistics outputs are training artefacts with no CMSIS-NN counterpart."""
@@ -98,6 +163,7 @@ def batchnorm_inference(node: OnnxNode) -> bool:
 # -- Clip -----------------------------------------------------------------------------------------------
 
 
+@about(_computed_inputs)
 def clip_bounds_constant(node: OnnxNode) -> bool:
     """Clip's min and max must be constants: they become the fixed [act_min, act_max] clamp of the
     producing CMSIS-NN kernel."""
@@ -107,18 +173,21 @@ def clip_bounds_constant(node: OnnxNode) -> bool:
 # -- pooling --------------------------------------------------------------------------------------------
 
 
+@about(_attribute("dilations", ()))
 def pool_dilations_one(node: OnnxNode) -> bool:
     """Pooling with dilations other than 1 has no CMSIS-NN kernel (arm_max_pool_s8 and arm_avgpool_s8 take
     no dilation)."""
     return all(d == 1 for d in node.attr("dilations", ()))
 
 
+@about(_attribute("storage_order", 0))
 def maxpool_storage_order_default(node: OnnxNode) -> bool:
     """MaxPool's storage_order=1 (column-major Indices) is rejected: it only concerns the Indices output,
     which has no CMSIS-NN counterpart."""
     return bool(node.attr("storage_order", 0) == 0)
 
 
+@about(_extra_outputs)
 def maxpool_no_indices(node: OnnxNode) -> bool:
     """MaxPool's Indices output has no CMSIS-NN counterpart (arm_max_pool_s8 returns only the maxima);
     export without return_indices."""
@@ -128,27 +197,30 @@ def maxpool_no_indices(node: OnnxNode) -> bool:
 # -- Pad ------------------------------------------------------------------------------------------------
 
 
+@about(_attribute("mode", "constant"))
 def pad_mode_constant(node: OnnxNode) -> bool:
     """Only constant-mode Pad has a CMSIS-NN counterpart (arm_pad_s8); the 'reflect', 'edge' and 'wrap'
     modes have none. Re-export with constant (zero) padding, or pad in the preprocessing."""
     return bool(node.attr("mode", "constant") == "constant")
 
 
+@about(_computed_inputs)
 def pad_amounts_constant(node: OnnxNode) -> bool:
     """Pad's pads, constant_value and axes must be constants: arm_pad_s8 takes fixed before/after
     amounts and one pad value."""
     return all(node.is_const(i) for i in range(1, len(node.inputs)) if node.has_input(i))
 
 
+@about(lambda node: f"its pads are {shown(str(_pads(node)))}")
 def pad_not_negative(node: OnnxNode) -> bool:
     """Negative Pad amounts crop the tensor; arm_pad_s8 only adds. Re-export without negative pads."""
-    pads = node.attr("pads", None) if node.opset < 11 else node.const(1)
-    return pads is None or all(int(p) >= 0 for p in pads)
+    return all(p >= 0 for p in _pads(node))
 
 
 # -- the rest -------------------------------------------------------------------------------------------
 
 
+@about(_dropout_mode)
 def dropout_inference(node: OnnxNode) -> bool:
     """Dropout must be in inference mode (training_mode false, its mask output unused): at inference
     it is the identity; the mask is a training artefact."""
@@ -156,6 +228,7 @@ def dropout_inference(node: OnnxNode) -> bool:
     return not any(node.outputs_used[1:]) and (training is None or not bool(training.all()))
 
 
+@about(lambda node: "both of its inputs are constants")
 def binary_has_activation(node: OnnxNode) -> bool:
     """At least one input of an elementwise Add/Mul must be an activation (constant-only arithmetic is
     folded at import)."""

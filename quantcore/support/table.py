@@ -1,8 +1,10 @@
 """The shapes of the support table: what a constraint looks at, a constraint, one operator's entry.
 
-A constraint is a small predicate whose docstring is the reason shown to the user when it fails (in the
+A constraint is a small predicate whose docstring is the rule shown to the user when it fails (in the
 importer's UnsupportedError, the server's diagnostics, codegen's errors and SUPPORTED_OPS.md), so the
-wording lives in exactly one place. Predicates return True when the node is fine.
+wording lives in exactly one place. Predicates return True when the node is fine. A predicate may carry,
+through `@about`, a sentence on what the failing node has (`its input is 3-D`); a message about one node
+(`Constraint.explain`) starts with that sentence, then gives the rule.
 """
 
 from __future__ import annotations
@@ -54,6 +56,17 @@ class OnnxNode:
 
 
 T = TypeVar("T")
+P = TypeVar("P", bound=Callable[..., bool])
+
+
+def about(describe: Callable[[Any], str]) -> Callable[[P], P]:
+    """Attach to a predicate the sentence on what a failing node has, e.g. "its input is 3-D"."""
+
+    def attach(check: P) -> P:
+        check.about = describe  # type: ignore[attr-defined]
+        return check
+
+    return attach
 
 
 @dataclass(frozen=True)
@@ -68,7 +81,16 @@ class Constraint(Generic[T]):
 
     @property
     def reason(self) -> str:
+        """The rule, the same for every node (SUPPORTED_OPS.md lists it)."""
         return " ".join(inspect.cleandoc(self.check.__doc__ or self.name).split())
+
+    def explain(self, subject: T) -> str:
+        """The message for one node that fails the constraint: what it has, then the rule."""
+        describe: Callable[[T], str] | None = getattr(self.check, "about", None)
+        if describe is None:
+            return self.reason
+        fact = describe(subject)
+        return f"{fact[:1].upper()}{fact[1:]}. {self.reason}"
 
     def __call__(self, subject: T) -> bool:
         return self.check(subject)

@@ -1,0 +1,21 @@
+"""Names from a model as messages show them (the importer's errors, the support table's reasons).
+
+A node or tensor name is whatever the file says: a newline would forge a second line of a message (or of
+the language server's diagnostics), and 10,000 characters would bury it. `shown` shortens a name
+(quantcore.display.shorten, to quantcore.limits.NAME_MAX_CHARS) and writes every unprintable character
+as <U+XXXX>; messages then quote it with repr() (ModelError does so for its node).
+"""
+
+from __future__ import annotations
+
+from quantcore import display, limits
+
+
+def shown(name: str, limit: int = limits.NAME_MAX_CHARS) -> str:
+    """`name` shortened and on one line (unprintable characters as <U+XXXX>), not yet quoted."""
+    return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in display.shorten(name, limit))
+
+
+def quoted(name: str) -> str:
+    """`name` shown and quoted, for a message: 'conv1', 'x<U+000A>y'."""
+    return repr(shown(name))
