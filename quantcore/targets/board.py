@@ -9,6 +9,7 @@ GDB stub (load, compare-sections, system_reset, detach) and read until the END l
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import tempfile
@@ -24,6 +25,7 @@ from quantcore.targets.run import RunResult, check_exit, finish, qemu_command
 from quantcore.targets.serial_link import BAUD, SETTING, SerialLink, shown
 
 CONNECT_TIMEOUT_S = 10.0
+STDERR_TAIL_BYTES = 64 * 1024
 
 
 def free_port() -> int:
@@ -63,7 +65,13 @@ class QemuBoard:
         return f"socket://127.0.0.1:{self.uart_port}"
 
     def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace") if self.stderr_path.is_file() else ""
+        """The end of what QEMU printed on stderr (its own messages: the firmware cannot reach it)."""
+        try:
+            with open(self.stderr_path, "rb") as handle:
+                handle.seek(max(0, os.fstat(handle.fileno()).st_size - STDERR_TAIL_BYTES))
+                return handle.read(STDERR_TAIL_BYTES).decode("utf-8", "replace")
+        except OSError:
+            return ""
 
 
 @contextlib.contextmanager

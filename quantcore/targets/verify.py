@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from quantcore import display
 from quantcore.ir import DType, Graph
 from quantcore.runtime import int8_exec
 from quantcore.targets.build import Firmware
@@ -131,14 +132,20 @@ def _layer_dict(layer: Any, metrics: Any) -> dict[str, Any]:
     return entry
 
 
+def firmware_name(name: str) -> str:
+    """How the firmware prints a layer's name: shortened, one printable line (the generated C's string)."""
+    return display.printable(display.shorten(name))
+
+
 def check_layer_names(qgraph: Graph, run: RunResult, firmware: Firmware) -> None:
     """The firmware must be the model's: same layers in the same order (else the sources are stale)."""
     case = run.transcript.cases[0]
     for i, (node, (name, _)) in enumerate(zip(qgraph.nodes, case.layers, strict=False)):
-        if name != node.name:
+        if name != firmware_name(node.name):
             raise TargetError(
-                f"layer {i} is {name!r} in {firmware.header.path.parent} but {node.name!r} in the model: "
-                "the sources were generated from another model; regenerate them"
+                f"layer {i} is {display.name(name)} in {firmware.header.path.parent} but "
+                f"{display.name(node.name)} in the model: the sources were generated from another model; "
+                "regenerate them"
             )
 
 
