@@ -20,6 +20,7 @@ from quantcore.importers._onnx_load import Loaded, Shape
 from quantcore.importers._qdq import Plan
 from quantcore.ir import DType, Layout, Node, Op, QuantParams, Tensor
 from quantcore.support import OnnxNode
+from quantcore.support.names import quoted, shown
 
 FIX_SHAPES = (
     "export the model with static input shapes (torch.onnx.export without dynamic_axes/dynamic_shapes, "
@@ -48,6 +49,10 @@ class Builder:
         self.nodes: list[Node] = []
         self.synthesized: list[str] = []
 
+    def error(self, problem: str, node: str | None = None) -> ModelError:
+        """A ModelError about this model (and `node`, shown shortened and on one line)."""
+        return ModelError(self.path, problem, shown(node) if node else None)
+
     # -- names and shapes -------------------------------------------------------------------------------
 
     def name(self, value: str) -> str:
@@ -62,17 +67,14 @@ class Builder:
             return tuple(int(d) for d in self.consts[value].shape)
         _, shape = self.types.get(value, (0, None))
         if shape is None:
-            raise ModelError(
-                self.path,
-                f"the shape of tensor {value!r} is unknown after shape inference; {FIX_SHAPES}",
-                node,
+            raise self.error(
+                f"the shape of tensor {quoted(value)} is unknown after shape inference; {FIX_SHAPES}", node
             )
         for axis, dim in enumerate(shape):
             if not isinstance(dim, int) or dim <= 0:
-                what = f"'{dim}'" if isinstance(dim, str) else "unknown"
-                raise ModelError(
-                    self.path,
-                    f"tensor {value!r} has dimension {axis} {what} after shape inference (shape "
+                what = quoted(dim) if isinstance(dim, str) else "unknown"
+                raise self.error(
+                    f"tensor {quoted(value)} has dimension {axis} {what} after shape inference (shape "
                     f"{_show(shape)}); {FIX_SHAPES}",
                     node,
                 )
@@ -109,9 +111,9 @@ class Builder:
     def add_input(self, value: onnx.ValueInfoProto, first_reader: str | None) -> str:
         elem_type = value.type.tensor_type.elem_type
         if elem_type != onnx.TensorProto.FLOAT:
-            raise ModelError(
-                self.path,
-                f"graph input {value.name!r} is {_type_name(elem_type)}; Fixpoint imports float32 models",
+            raise self.error(
+                f"graph input {quoted(value.name)} is {_type_name(elem_type)};"
+                " Fixpoint imports float32 models"
             )
         self._activation(value.name, self.shape(value.name, first_reader))
         return value.name
@@ -120,16 +122,15 @@ class Builder:
         """The IR name of an activation input (a graph input or an earlier node's output)."""
         name = self.name(value)
         if name not in self.tensors or self.tensors[name].is_constant:
-            raise ModelError(self.path, f"reads {value!r}, which no earlier node produces", node)
+            raise self.error(f"reads {quoted(value)}, which no earlier node produces", node)
         return name
 
     def output(self, value: str, node: str) -> str:
         """Register an ONNX node output as an IR activation (static float32 shape); returns its IR name."""
         elem_type, _ = self.types.get(value, (onnx.TensorProto.FLOAT, None))
         if elem_type != onnx.TensorProto.FLOAT:
-            raise ModelError(
-                self.path,
-                f"produces {value!r} of type {_type_name(elem_type)}; Fixpoint imports float32 layers "
+            raise self.error(
+                f"produces {quoted(value)} of type {_type_name(elem_type)}; Fixpoint imports float32 layers "
                 "(integer tensors are only allowed where they can be computed at import)",
                 node,
             )
@@ -170,20 +171,17 @@ class Builder:
         """A constant's value as float32, rejecting integer constants and NaN/Inf."""
         data = self.consts[value]
         if not np.issubdtype(data.dtype, np.floating):
-            raise ModelError(
-                self.path,
-                f"reads the {data.dtype} constant {value!r} where a float32 tensor is expected",
-                node,
+            raise self.error(
+                f"reads the {data.dtype} constant {quoted(value)} where a float32 tensor is expected", node
             )
         data = np.ascontiguousarray(data, np.float32)
         finite = np.isfinite(data)
         if not finite.all():
             bad = int(data.size - np.count_nonzero(finite))
             first = tuple(int(i) for i in np.unravel_index(int(np.argmin(finite)), data.shape))
-            raise ModelError(
-                self.path,
-                f"initializer {value!r} holds {bad} NaN/Inf value(s) of {data.size} (the first at index "
-                f"{first}); re-export from a model with finite weights",
+            raise self.error(
+                f"initializer {quoted(value)} holds {bad} NaN/Inf value(s) of {data.size} (the first at"
+                f" index {first}); re-export from a model with finite weights",
                 node,
             )
         return data
@@ -223,4 +221,4 @@ def _type_name(elem_type: int) -> str:
 
 
 def _show(shape: Shape) -> str:
-    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+    return "(" + ", ".join("?" if d is None else shown(str(d)) for d in shape) + ")"

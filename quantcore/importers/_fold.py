@@ -28,6 +28,7 @@ import onnx
 
 from quantcore import limits
 from quantcore.importers._fold_cost import ESTIMATORS, Call, Cost, Malformed, size
+from quantcore.support.names import shown
 
 FOLD_MAX_OPERATIONS = 1 << 31
 """Arithmetic operations (about 2 s of numpy) that constant folding may spend on one model; the
@@ -168,7 +169,7 @@ def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
 def check(budget: Budget, node: onnx.NodeProto, inputs: Sequence[Any], opset: int) -> None:
     """Charge `node` run on `inputs` to the budget, or raise FoldRefused (also for an unknown operator)."""
     estimator = ESTIMATORS.get(node.op_type) if node.domain in _DEFAULT_DOMAINS else None
-    kind = node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+    kind = shown(node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}")
     if estimator is None:
         raise budget.refuse(
             node.name,
@@ -181,7 +182,8 @@ def check(budget: Budget, node: onnx.NodeProto, inputs: Sequence[Any], opset: in
         _iterations(budget, node.name, call)
         cost = estimator(call)
     except (Malformed, ValueError, TypeError, OverflowError) as e:
-        raise budget.refuse(node.name, kind, f"{kind} cannot be computed at import: {e}") from None
+        why = shown(str(e), 4 * limits.NAME_MAX_CHARS)  # it may quote long lists of the model's numbers
+        raise budget.refuse(node.name, kind, f"{kind} cannot be computed at import: {why}") from None
     budget.admit(node.name, kind, cost)
 
 

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import onnx
 
-from quantcore.errors import ModelError
 from quantcore.importers._builder import Builder
 from quantcore.importers._geometry import Geometry, resolve
 from quantcore.ir import Activation, Op, QuantParams
 from quantcore.support import OnnxNode
+from quantcore.support.names import quoted
 
 Handler = Callable[[Builder, OnnxNode], None]
 
@@ -49,9 +49,8 @@ def _geometry(b: Builder, n: OnnxNode, kernel: tuple[int, int], output: str, cei
     )
     inferred = b.shape(output, n.name)[2:]
     if geometry.output_hw != inferred:
-        raise ModelError(
-            b.path,
-            f"output {output!r} is {inferred[0]}x{inferred[1]} by ONNX shape inference but "
+        raise b.error(
+            f"output {quoted(output)} is {inferred[0]}x{inferred[1]} by ONNX shape inference but "
             f"{geometry.output_hw[0]}x{geometry.output_hw[1]} by ONNX Runtime's window rule (ceil_mode "
             "drops a last window that would start in the padding); re-export with ceil_mode=0 or less "
             "padding",
@@ -122,8 +121,8 @@ def _vector_quant(quant: QuantParams | None) -> QuantParams | None:
 
 def _scaled(b: Builder, n: OnnxNode, value: str, factor: float) -> None:
     if factor != 1.0 and b.weight_quant.get(value) is not None:
-        raise ModelError(
-            b.path, f"scales the quantized constant {value!r} by {factor}; export alpha = beta = 1", n.name
+        raise b.error(
+            f"scales the quantized constant {quoted(value)} by {factor}; export alpha = beta = 1", n.name
         )
 
 
@@ -310,7 +309,7 @@ def identity(b: Builder, n: OnnxNode) -> None:
 
 
 def constant(b: Builder, n: OnnxNode) -> None:
-    raise ModelError(b.path, "this Constant node could not be evaluated at import", n.name)
+    raise b.error("this Constant node could not be evaluated at import", n.name)
 
 
 HANDLERS: Mapping[str, Handler] = {

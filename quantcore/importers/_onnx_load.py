@@ -26,8 +26,8 @@ from quantcore import limits, untrusted
 from quantcore.errors import ModelError
 from quantcore.importers import _external, _qdq
 from quantcore.importers._fold import Folder, FoldRefused
-from quantcore.support.names import quoted, shown
 from quantcore.ir import QuantParams
+from quantcore.support.names import quoted, shown
 
 MIN_OPSET = 7
 """Opset 7 brought numpy broadcasting to Add/Mul; older models should be converted first."""

@@ -21,6 +21,7 @@ import onnx
 
 from quantcore.errors import ModelError
 from quantcore.ir import DType, QuantParams
+from quantcore.support.names import quoted, shown
 
 QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
 _FORMS: Mapping[str, tuple[DType, int]] = {
@@ -61,7 +62,7 @@ def params(
             path,
             f"quantizes to {np.dtype(qtype).name}; Fixpoint keeps int8, uint8, int16, uint16 and int32 "
             "quantization (re-quantize with those types)",
-            node,
+            shown(node),
         )
     dtype, offset = form
     scale = np.array(scale, np.float32)
@@ -83,8 +84,9 @@ def dequantize(
     assert q is not None and scale is not None
     attrs = _attrs(node)
     if attrs.get("block_size", 0):
-        raise ModelError(path, "blocked quantization (block_size) is not supported", node.name)
+        raise ModelError(path, "blocked quantization (block_size) is not supported", shown(node.name))
     axis = attrs.get("axis", 1)
+    _check_scale(q, scale, zero_point, axis, path, node.name)
     quant = params(scale, zero_point, q.dtype, axis, max(q.ndim, 1), path, node.name)
     shape = [1] * q.ndim
     if quant.axis is not None:
@@ -93,6 +95,24 @@ def dequantize(
     z = np.zeros((), np.int64) if zero_point is None else np.asarray(zero_point, np.int64).reshape(s.shape)
     value = (q.astype(np.int64) - z).astype(np.float32) * s
     return value.astype(np.float32), quant
+
+
+def _check_scale(
+    q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None, axis: int, path: str, node: str
+) -> None:
+    """What ONNX requires of a DequantizeLinear's scale: one value, or one per element along `axis`
+    (numpy would otherwise broadcast a long scale against a short axis into a far larger tensor)."""
+    count = int(np.size(scale))
+    per_axis = np.ndim(scale) == 1 and count > 1
+    if count == 0 or (not per_axis and count != 1):
+        problem = f"has a scale of shape {np.shape(scale)}; it must be one value or one per channel"
+        raise ModelError(path, problem, shown(node))
+    if per_axis and not (-q.ndim <= axis < q.ndim and q.shape[axis] == count):
+        problem = f"has {count} scales for axis {axis} of a tensor of shape {q.shape}; re-export the model"
+        raise ModelError(path, problem, shown(node))
+    if zero_point is not None and np.size(zero_point) != count:
+        problem = f"has {np.size(zero_point)} zero points for {count} scales; re-export the model"
+        raise ModelError(path, problem, shown(node))
 
 
 @dataclass
@@ -128,9 +148,9 @@ def plan(
         if is_dq(node) and node.name not in result.skip:
             raise ModelError(
                 path,
-                f"DequantizeLinear reads {node.input[0]!r}, which is neither a constant nor a QuantizeLinear "
-                "output (an integer model input?); Fixpoint imports float and QDQ models",
-                node.name,
+                f"DequantizeLinear reads {quoted(node.input[0])}, which is neither a constant nor a"
+                " QuantizeLinear output (an integer model input?); Fixpoint imports float and QDQ models",
+                shown(node.name),
             )
     return result
 
@@ -153,7 +173,7 @@ def _pair(
     canon = graph_output if graph_output is not None and x not in inputs else x
     previous = result.quant.get(canon)
     if previous is not None and not _equal(previous, quant):
-        raise ModelError(path, f"tensor {x!r} is quantized twice with different scales", q.name)
+        raise ModelError(path, f"tensor {quoted(x)} is quantized twice with different scales", shown(q.name))
     result.quant[canon] = quant
     if canon != x:
         result.renames[x] = canon
@@ -174,24 +194,24 @@ def _pair_params(
 ) -> QuantParams:
     """The QuantParams of a Q -> DQ pair, after checking it really is one (same scales on both sides)."""
     if x in consts:
-        raise ModelError(path, f"QuantizeLinear of the constant {x!r} could not be folded at import", q.name)
+        problem = f"QuantizeLinear of the constant {quoted(x)} could not be folded at import"
+        raise ModelError(path, problem, shown(q.name))
     if types.get(x, (onnx.TensorProto.FLOAT, None))[0] != onnx.TensorProto.FLOAT:
-        raise ModelError(path, f"QuantizeLinear reads {x!r}, which is not float32", q.name)
+        raise ModelError(path, f"QuantizeLinear reads {quoted(x)}, which is not float32", shown(q.name))
     if not dqs or any(not is_dq(d) for d in dqs) or q.output[0] in outputs:
         raise ModelError(
             path,
             "QuantizeLinear's output must be read only by DequantizeLinear nodes (an integer model output?); "
             "Fixpoint imports float and QDQ models",
-            q.name,
+            shown(q.name),
         )
     scale = _const(q, 1, consts, path)
     zp = _const(q, 2, consts, path) if len(q.input) > 2 and q.input[2] else None
     axis = _attrs(q).get("axis", 1)
     for dq in dqs:
         if not _same(dq, scale, zp, consts, path) or _attrs(dq).get("axis", 1) != axis:
-            raise ModelError(
-                path, f"DequantizeLinear after {q.name!r} uses other scales or zero points", dq.name
-            )
+            problem = f"DequantizeLinear after {quoted(q.name)} uses other scales or zero points"
+            raise ModelError(path, problem, shown(dq.name))
     qtype = zp.dtype if zp is not None else np.dtype(np.uint8)  # QuantizeLinear's default output type
     return params(scale, zp, qtype, axis, _rank(types.get(x)), path, q.name)
 
@@ -199,7 +219,8 @@ def _pair_params(
 def _const(node: onnx.NodeProto, index: int, consts: Mapping[str, np.ndarray], path: str) -> np.ndarray:
     value = consts.get(node.input[index])
     if value is None:
-        raise ModelError(path, f"{node.op_type}'s scale and zero point must be constants", node.name)
+        problem = f"{node.op_type}'s scale and zero point must be constants"
+        raise ModelError(path, problem, shown(node.name))
     return value
 
 

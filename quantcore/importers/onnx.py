@@ -24,9 +24,9 @@ from quantcore.errors import ModelError, UnsupportedError
 from quantcore.importers import _onnx_load, _qdq
 from quantcore.importers._builder import Builder
 from quantcore.importers._handlers import HANDLERS
-from quantcore.support.names import quoted, shown
 from quantcore.ir import Graph
 from quantcore.support import ONNX_OPS, unsupported_reason
+from quantcore.support.names import quoted, shown
 
 __all__ = ["OnnxImport", "import_onnx", "load_onnx"]
 

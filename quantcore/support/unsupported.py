@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from quantcore.support.names import quoted, shown
+
 _SIGMOID = (
     "CMSIS-NN has no int8 sigmoid/tanh kernel: its only one is arm_nn_activation_s16 (int16 input and "
     "output, a 256-entry sigmoid LUT, tanh as 2*sigmoid(2x)-1; TFLite Micro's s16 LOGISTIC/TANH), and "
@@ -117,8 +119,9 @@ NO_COUNTERPART: Mapping[str, str] = {
 def unsupported_reason(op_type: str, domain: str = "") -> str:
     """The reason an ONNX operator cannot be imported, for any type the importer does not map."""
     if domain not in ("", "ai.onnx"):
-        return f"operators of the {domain!r} domain have no CMSIS-NN counterpart; export standard ONNX"
+        return f"operators of the {quoted(domain)} domain have no CMSIS-NN counterpart; export standard ONNX"
     return NO_COUNTERPART.get(
         op_type,
-        f"CMSIS-NN has no kernel for ONNX {op_type}, and Fixpoint has no rewrite of it into supported ops.",
+        f"CMSIS-NN has no kernel for ONNX {shown(op_type)}, and Fixpoint has no rewrite of it into supported"
+        " ops.",
     )
