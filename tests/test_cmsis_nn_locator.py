@@ -240,8 +240,9 @@ def test_install_of_a_directory_inside_another_repository_points_to_the_env_var(
 # --------------------------------------------------------------------------------------------- CLI
 
 
-def test_status_without_checkout_exits_1_with_the_message(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["cmsis-nn", "status"]) == 1
+def test_status_without_checkout_exits_2_with_the_message(capsys: pytest.CaptureFixture[str]) -> None:
+    # A missing checkout is something the user provides (CmsisNnNotFound is an InputError): exit 2.
+    assert main(["cmsis-nn", "status"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fixpoint cmsis-nn: no CMSIS-NN checkout found")
     assert "fixpoint cmsis-nn install" in err

@@ -14,7 +14,10 @@ from tests.targets.models import MAXPOOL_SRC
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as exit_:  # an option argparse refused
+        code = int(exit_.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -111,7 +114,7 @@ def test_an_over_budget_model_is_refused_before_flashing(
     ("argv", "message"),
     [
         (["verify", "--target", "qemu-m99"], "unknown target 'qemu-m99'; known targets: host, qemu-m4"),
-        (["verify", "--target", "host", "--cases", "0"], "--cases must be at least 1"),
+        (["verify", "--target", "host", "--cases", "0"], "argument --cases: must be from 1 to 10,000, got 0"),
         (["verify", "--target", "host"], "needs the model and its parameters"),
         (["build", "--target", "host", "--src", "nowhere"], "--src nowhere is not a directory"),
     ],
@@ -162,6 +165,6 @@ def test_without_a_cmsis_nn_checkout_verify_says_how_to_get_one(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
     monkeypatch.delenv(cmsis_nn.ENV_VAR, raising=False)
     code, out, err = _run(capsys, "verify", "--target", "qemu-m4", *model_args, "--json")
-    assert code == 1 and json.loads(out)["kind"] == "CmsisNnNotFound"
+    assert code == 2 and json.loads(out)["kind"] == "CmsisNnNotFound"  # an input the user provides
     assert "fixpoint cmsis-nn install" in err and cmsis_nn.ENV_VAR in err
     assert not (tmp_path / "build" / "qemu-m4" / "firmware.elf").exists()
