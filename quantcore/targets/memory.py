@@ -8,11 +8,13 @@ The audit runs before flashing, so a model that does not fit never reaches the b
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 
+from quantcore.targets import process
 from quantcore.targets.build import Firmware
 from quantcore.targets.errors import BudgetError, FirmwareBuildError
+
+SIZE_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -79,15 +81,15 @@ def measure(firmware: Firmware, budget: Budget | None = None) -> MemoryReport:
 
 def berkeley_size(tool: str, firmware: Firmware) -> tuple[int, int, int]:
     try:
-        done = subprocess.run(
-            [tool, "-B", str(firmware.path)], capture_output=True, text=True, timeout=60, check=False
-        )
+        done = process.run_capped([tool, "-B", str(firmware.path)], SIZE_TIMEOUT_S)
     except FileNotFoundError:
         raise FirmwareBuildError(f"{tool} is not installed; it comes with the compiler's binutils") from None
-    rows = done.stdout.strip().splitlines()
-    if done.returncode != 0 or len(rows) < 2:
-        raise FirmwareBuildError(f"{tool} could not read {firmware.path}: {done.stderr.strip()}")
-    text, data, bss = (int(v) for v in rows[1].split()[:3])
+    rows = done.stdout.decode("utf-8", "replace").strip().splitlines()
+    fields = rows[1].split()[:3] if done.returncode == 0 and len(rows) >= 2 else []
+    if len(fields) != 3 or not all(field.isdigit() for field in fields):
+        stderr = done.stderr.decode("utf-8", "replace").strip()[-500:]
+        raise FirmwareBuildError(f"{tool} could not read {firmware.path}: {stderr or '(no message)'}")
+    text, data, bss = (int(v) for v in fields)
     return text, data, bss
 
 
