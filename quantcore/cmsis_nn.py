@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from quantcore.errors import CmsisNnNotFound, QuantcoreError
+from quantcore.errors import CmsisNnNotFound, InputError, QuantcoreError
 from quantcore.kernels.requantize import Rounding
 from quantcore.targets.cores import Core
 
@@ -64,6 +64,10 @@ none of the characters git refuses in a ref name."""
 
 class CmsisNnInstallError(QuantcoreError):
     """`install` could not clone, check out or place a CMSIS-NN checkout."""
+
+
+class CmsisNnRefError(CmsisNnInstallError, InputError):
+    """--ref is not something git can only read as a revision (an option, a character no ref has)."""
 
 
 class CmsisNnBuildError(QuantcoreError):
@@ -331,7 +335,7 @@ def check_ref(ref: str) -> str:
     """`ref` when git can only read it as a revision; a leading '-' (an option to git) and characters
     no ref name holds are refused."""
     if ref.startswith("-") or not _REF.fullmatch(ref) or ".." in ref or ref.endswith((".", "/", ".lock")):
-        raise CmsisNnInstallError(
+        raise CmsisNnRefError(
             f"--ref {ref!r} is not a tag, branch or commit name (it must not start with '-' nor hold "
             "spaces, control characters, '..' or any of ~^:?*[\\)"
         )

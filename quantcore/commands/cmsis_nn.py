@@ -57,7 +57,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    at = f" at {args.ref}" if args.ref else ""
+    at = f" at {cmsis_nn.check_ref(args.ref)}" if args.ref else ""  # checked before it is shown
     print(f"cloning {args.source}{at} into {cmsis_nn.cache_checkout()} ...", flush=True)
     nn = cmsis_nn.install(args.source, args.ref, args.force)
     print("\n".join(describe(nn)))

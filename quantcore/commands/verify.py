@@ -26,16 +26,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace, board: bool) -> int:
-    """The command; a board or flashing setting that cannot be used is bad input (exit 2)."""
-    from quantcore.targets.errors import SettingError
-
-    try:
-        return _run(args, board)
-    except SettingError as exc:
-        raise fw.BadInput(str(exc)) from None
-
-
-def _run(args: argparse.Namespace, board: bool) -> int:
     from quantcore.targets import verify
     from quantcore.targets.build import Channel, read_header
 

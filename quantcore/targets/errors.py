@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quantcore.errors import QuantcoreError
+from quantcore.errors import InputError, QuantcoreError
 
 
 class TargetError(QuantcoreError):
@@ -13,7 +13,7 @@ class UnknownTargetError(TargetError):
     """A target name that is neither built in nor the project's board."""
 
 
-class SettingError(TargetError):
+class SettingError(TargetError, InputError):
     """A board or flashing setting that cannot be used as given (fixpoint.toml [board] / [flash], or the
     option that overrides it): a malformed URL or address, a missing UART address. Bad input, not a
     failure of the board."""
