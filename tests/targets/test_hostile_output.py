@@ -8,6 +8,7 @@ cannot be made to do (print after its END line, close its output, fork).
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -18,15 +19,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quantcore import cli, cmsis_nn, limits
 from quantcore.targets import process
 from quantcore.targets.build import BuildRequest, build_firmware
 from quantcore.targets.errors import FirmwareOutputLimit, FirmwareTimeout
+from quantcore.targets.protocol import FINAL_PREFIXES, is_final
 from quantcore.targets.run import run_firmware, run_process
 from quantcore.targets.serial_link import SerialLink
 from quantcore.targets.target import BUILTIN
 
+EXAMPLES = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 200)
+"""Examples per property; FIXPOINT_FUZZ_EXAMPLES sets more for a longer fuzzing run."""
 FLOOD = (
     "extern int puts(const char *);"
     ' for (;;) { puts("[LAYER 0 bytes=4 pool_a] 00112233 and more of the same, forever"); }'
@@ -174,3 +180,39 @@ def test_a_uart_that_never_ends_its_transcript_is_stopped_at_the_cap(
         f"serial port {url}: the firmware printed more than 0.0625 MiB without finishing its transcript "
         f"(no 'FIXPOINT END' line; it was stopped); last output: '{'z' * 160}'"
     )
+
+
+_LINES = st.sampled_from([
+    "FIXPOINT BEGIN v1 model=m layers=1 cases=1", "[CASE 0]", "[LAYER 0 bytes=1 x] 0a",
+    "FIXPOINT END status=ok", "FIXPOINT FAULT HardFault cfsr=0x1 hfsr=0x2", "FIXPOINT ENDING",
+    "noise FIXPOINT END", "", "FIXPOINT",
+])  # fmt: skip
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    lines=st.lists(_LINES, max_size=12),
+    cuts=st.lists(st.integers(min_value=1, max_value=7), max_size=40),
+    crlf=st.booleans(),
+)
+def test_the_final_line_is_found_however_the_output_is_cut_into_chunks(
+    lines: list[str], cuts: list[int], crlf: bool
+) -> None:
+    # The reader searches each chunk for newline + prefix in C; it must agree with a plain line-by-line
+    # reading (protocol.is_final) wherever the chunks split a line or a prefix.
+    data = "".join(f"{line}{chr(13) if crlf else ''}\n" for line in lines).encode()
+    expected = None
+    offset = 0
+    for line in data.decode().splitlines(keepends=True):
+        offset += len(line)
+        if is_final(line):
+            expected = offset
+            break
+    finder, received, found = process._FinalLine(FINAL_PREFIXES), bytearray(), None
+    position, sizes = 0, iter(cuts)
+    while position < len(data) and found is None:
+        size = next(sizes, len(data))
+        received += data[position : position + size]
+        position += size
+        found = finder.end_in(received)
+    assert found == expected
