@@ -248,7 +248,8 @@ def _window_output(call: Call, channels: int, extra: int) -> int:
     if len(pads) != 2 * len(spatial):
         raise Malformed(f"its pads {pads} do not match a {len(spatial)}-D window")
     dims = [
-        d + max(p, 0) + max(q, 0) + extra for d, p, q in zip(spatial, pads, pads[len(spatial) :], strict=True)
+        d + max(p, 0) + max(q, 0) + extra
+        for d, p, q in zip(spatial, pads[: len(spatial)], pads[len(spatial) :], strict=True)
     ]
     return shape[0] * channels * _prod(dims)
 

@@ -82,12 +82,15 @@ def read(path_or_bytes: str | os.PathLike[str] | bytes, name: str | None) -> Sou
         return Source(data, label, None)
     path = Path(path_or_bytes)
     try:
+        untrusted.regular_file(path)  # a directory or a device named as the model: said so, never opened
         return Source(untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES), str(path), path.parent)
     except untrusted.UntrustedInputError as e:
         cause = e.__cause__
         if isinstance(cause, OSError):
             raise ModelError(str(path), f"cannot read the model file: {cause.strerror or cause}") from None
         raise ModelError(str(path), e.problem) from None
+    except OSError as e:  # swapped for a directory between the check and the open
+        raise ModelError(str(path), f"cannot read the model file: {e.strerror or e}") from None
 
 
 def decode(source: Source) -> tuple[onnx.ModelProto, bool]:
