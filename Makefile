@@ -4,6 +4,7 @@
 #               evaluate, generate, build for qemu-m4, flash-verify, summary, HTML report in examples/fashion/out
 #   make bench  conformance of the reference kernels, then the ds_cnn_s benchmark
 #   make test   the test suite (pytest)
+#   make fuzz   the property-based tests, round after round with new seeds, for FUZZ_SECONDS
 VECTORS ?= ../shared/cmsisnn-vectors
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -11,7 +12,7 @@ BIN := $(VENV)/bin
 # Reinstalled only when pyproject.toml changes; the install is editable, so code edits need none.
 INSTALLED := $(VENV)/.fixpoint-installed
 
-.PHONY: demo bench test install
+.PHONY: demo bench test fuzz install
 
 install: $(INSTALLED)
 
@@ -37,3 +38,17 @@ bench: $(INSTALLED)
 
 test: $(INSTALLED)
 	$(BIN)/pytest
+
+# Every property-based test (hypothesis, marked `fuzz`) with FUZZ_EXAMPLES examples each, one round per
+# seed (1, 2, ...), until FUZZ_SECONDS have passed (the round under way finishes). A failure stops it;
+# hypothesis prints the failing example and its seed reproduces it.
+FUZZ_SECONDS ?= 600
+FUZZ_EXAMPLES ?= 300
+fuzz: $(INSTALLED)
+	@end=$$(( $$(date +%s) + $(FUZZ_SECONDS) )); seed=0; \
+	while [ $$(date +%s) -lt $$end ]; do \
+	  seed=$$((seed + 1)); \
+	  echo "== fuzz round $$seed: $(FUZZ_EXAMPLES) examples per property test, seed $$seed"; \
+	  FIXPOINT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q -m fuzz -p no:cacheprovider \
+	    --hypothesis-seed=$$seed || exit 1; \
+	done

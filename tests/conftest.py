@@ -1,4 +1,5 @@
-"""Shared fixtures: where CMSIS-NN's test vectors are (they live next to the repo, in ../shared)."""
+"""Shared fixtures: where CMSIS-NN's test vectors are (they live next to the repo, in ../shared); the
+`fuzz` marker on every property-based (hypothesis) test, so `make fuzz` can run them all for longer."""
 
 from __future__ import annotations
 
@@ -35,3 +36,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every hypothesis test `fuzz` (`pytest -m fuzz`); FIXPOINT_FUZZ_EXAMPLES sets their examples."""
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.fuzz)
