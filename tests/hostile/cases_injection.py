@@ -1,0 +1,279 @@
+"""Cases of the classes "injection" (hostile names must be escaped) and "high" (output flood, generate's
+atomicity, a busy serial port, git's fsmonitor and --ref)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tests.hostile import cscan, kit, models, names
+from tests.hostile.runner import Case, Plan, ok, refuse
+from tests.hostile.workspace import QUICK, Workspace
+
+# -- injection -------------------------------------------------------------------------------------------
+
+
+def _model_names(place: str, text: str) -> models.Names:
+    if place == "node":
+        return models.Names(node=lambda role: f"{text} {role}")
+    if place == "tensor":
+        return models.Names(tensor=lambda role: f"{text} {role}")
+    if place in ("input", "output", "graph"):
+        return models.Names(**{place: text})
+    return models.Names()
+
+
+def no_leak(marker: str):  # type: ignore[no-untyped-def]
+    """The check that `marker` is nowhere code in the generated sources, harness or linker script."""
+
+    def check(w: Workspace) -> tuple[str, str] | None:
+        found = cscan.leaks(cscan.generated_files(w.path("gen"), w.path("build")), marker)
+        return (
+            ("injected", f"{marker} from the hostile name is code at {', '.join(found[:4])}")
+            if found
+            else None
+        )
+
+    return check
+
+
+def injection_case(kind: str, place: str, index: int) -> Case:
+    marker = names.marker(index)
+    text = names.KINDS[kind](marker)
+
+    def setup(w: Workspace) -> Plan:
+        w.copy("tiny", "calib.npz")
+        model = f"{text}.onnx" if place == "model-file" else "model.onnx"
+        params = f"{text}.params.json" if place == "params-file" else "model.params.json"
+        models.save(models.tiny(_model_names(place, text)), w.path(model))
+        return Plan(
+            [
+                ok("quantize", model, "--calib", "calib.npz", "-o", params, *QUICK),
+                ok("generate", "--params", params, "--model", model, "-o", "gen"),
+                ok(
+                    "verify",
+                    "--target",
+                    "host",
+                    "--src",
+                    "gen",
+                    "--model",
+                    model,
+                    "--params",
+                    params,
+                    "--no-float-metrics",
+                ),
+            ],
+            checks=[no_leak(marker)],
+        )
+
+    return Case(
+        f"injection/{place}-{kind}",
+        "injection",
+        setup,
+        f"{kind} text in the {place} name: quantize, generate and host verify pass, the name is never code",
+        needs=("cmsis-nn", "gcc"),
+    )
+
+
+def injection_cases() -> list[Case]:
+    return [injection_case(kind, place, n) for n, (kind, place) in enumerate(names.selection(), start=1)]
+
+
+# -- high severity ------------------------------------------------------------------------------------------
+
+FLOOD_C = """\
+#include <stdio.h>
+
+/* A firmware that prints in a loop before main(): the runner must stream its output with a cap. */
+__attribute__((constructor)) static void flood(void)
+{
+    for (;;) {
+        fputs("FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD\\n", %s);
+    }
+}
+"""
+
+
+def _flood(stream: str) -> Case:
+    def setup(w: Workspace) -> Plan:
+        w.copy("tiny", *kit.TINY, "gen")
+        w.write("gen/flood.c", FLOOD_C % stream)
+        argv = (*kit.VERIFY, "--src", "gen", "--timeout", "20")
+        return Plan([refuse(*argv, names=[("output", "bytes", "MiB", "MB")], timeout=45)])
+
+    return Case(
+        f"high/verify-{stream}-flood",
+        "high",
+        setup,
+        f"firmware printing endlessly on {stream}: stopped at the output cap, exit 1, memory bounded",
+        needs=("cmsis-nn", "gcc"),
+    )
+
+
+def _wide_generated(w: Workspace) -> None:
+    w.copy("wide", "wide.onnx", "a.params.json", "b.params.json", "gen")
+
+
+GEN_FILES = ("gen/model.h", "gen/model.c", "gen/model_data.c")
+
+
+def _atomic_fsize(w: Workspace) -> Plan:
+    """model_data.c (19 KB of weights) is the largest file: a file-size limit between it and the others
+    makes exactly its write fail, as a full disk would, after model.h and model.c were written."""
+    _wide_generated(w)
+    sizes = [w.path(f).stat().st_size for f in GEN_FILES]
+    limit = max(sizes[:2]) + 4096
+    if sizes[2] < limit + 4096:
+        raise RuntimeError(f"model_data.c ({sizes[2]} B) is not much larger than the others ({sizes[:2]})")
+    step = refuse(
+        "generate",
+        "--params",
+        "b.params.json",
+        "--model",
+        "wide.onnx",
+        "-o",
+        "gen",
+        names=[("gen", "model_data.c")],
+        fsize=limit,
+    )
+    return Plan([step], protect=GEN_FILES)
+
+
+def _atomic_immutable(w: Workspace) -> Plan:
+    """model_data.c cannot be replaced (immutable): regenerating must leave all three files as they were."""
+    _wide_generated(w)
+    path = w.path("gen/model_data.c")
+    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
+        raise RuntimeError("needs root and chattr to make one generated file immutable")
+    w.later(lambda: subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False))
+    step = refuse(
+        "generate",
+        "--params",
+        "b.params.json",
+        "--model",
+        "wide.onnx",
+        "-o",
+        "gen",
+        names=[("gen", "model_data.c")],
+    )
+    return Plan([step], protect=GEN_FILES)
+
+
+def _serial_busy(w: Workspace) -> Plan:
+    kit.tiny(w)
+    device = kit.pty(w, locked=True)
+    kit.board_project(w, device, f"127.0.0.1:{kit.free_port()}")
+    argv = ("flash-verify", "--no-float-metrics", "--cases", "1", "--timeout", "20")
+    return Plan([refuse(*argv, names=[device, ("busy", "in use", "locked")])])
+
+
+def hostile_checkout(w: Workspace, relative: str = "nn") -> Path:
+    """A git checkout that looks like CMSIS-NN and whose core.fsmonitor runs a script writing outside."""
+    nn = w.path(relative)
+    (nn / "Include").mkdir(parents=True)
+    (nn / "Include" / "arm_nnfunctions.h").write_text("/* not really CMSIS-NN */\n")
+    hook = nn / "fsmonitor.sh"
+    hook.write_text(f'#!/bin/sh\ntouch "{w.outside}/fsmonitor-ran"\nexit 0\n')
+    hook.chmod(0o755)
+    _git(nn, "init", "-q")
+    _git(nn, "add", "-A")
+    _git(nn, "-c", "user.name=corpus", "-c", "user.email=corpus@example.invalid", "commit", "-qm", "fake")
+    _git(nn, "config", "core.fsmonitor", str(hook))
+    return nn
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def _fsmonitor_path(w: Workspace) -> Plan:
+    hostile_checkout(w)
+    return Plan([ok("cmsis-nn", "status", "--path", "nn")])
+
+
+def _fsmonitor_env(w: Workspace) -> Plan:
+    nn = hostile_checkout(w)
+    return Plan([ok("cmsis-nn", "status", env={"FIXPOINT_CMSIS_NN": str(nn)})])
+
+
+def _fsmonitor_toml(w: Workspace) -> Plan:
+    """[cmsis_nn] path naming a clone of the real checkout with a hostile fsmonitor: verify still passes."""
+    kit.tiny(w)
+    source = Path(os.environ.get("FIXPOINT_CMSIS_NN") or Path.home() / ".cache" / "fixpoint" / "cmsis-nn")
+    subprocess.run(["git", "clone", "-q", "--local", str(source), str(w.path("nn"))], check=True)
+    hook = w.write("nn-fsmonitor.sh", f'#!/bin/sh\ntouch "{w.outside}/fsmonitor-ran"\nexit 0\n')
+    hook.chmod(0o755)
+    _git(w.path("nn"), "config", "core.fsmonitor", str(hook))
+    w.write("fixpoint.toml", '[cmsis_nn]\npath = "nn"\n')
+    return Plan([ok(*kit.VERIFY)])
+
+
+def _install_ref(ref: str):  # type: ignore[no-untyped-def]
+    def setup(w: Workspace) -> Plan:
+        hostile_checkout(w)
+        env = {"XDG_CACHE_HOME": str(w.path("cache"))}
+        return Plan([refuse("cmsis-nn", "install", "nn", f"--ref={ref}", names=[ref], env=env)])
+
+    return setup
+
+
+def high_cases() -> list[Case]:
+    return [
+        _flood("stdout"),
+        _flood("stderr"),
+        Case(
+            "high/generate-atomic-disk-full",
+            "high",
+            _atomic_fsize,
+            "writing model_data.c fails (file-size limit): model.h and model.c must stay as they were",
+        ),
+        Case(
+            "high/generate-atomic-immutable-file",
+            "high",
+            _atomic_immutable,
+            "model_data.c cannot be replaced: the other two must not be replaced either",
+        ),
+        Case(
+            "high/serial-port-busy",
+            "high",
+            _serial_busy,
+            "the board's serial port is held (exclusive lock) by another program",
+            needs=("cmsis-nn", "arm"),
+        ),
+        Case(
+            "high/git-fsmonitor-status-path",
+            "high",
+            _fsmonitor_path,
+            "cmsis-nn status --path on a checkout whose core.fsmonitor runs a program",
+            needs=("git",),
+        ),
+        Case(
+            "high/git-fsmonitor-env",
+            "high",
+            _fsmonitor_env,
+            "FIXPOINT_CMSIS_NN names a checkout whose core.fsmonitor runs a program",
+            needs=("git",),
+        ),
+        Case(
+            "high/git-fsmonitor-toml-verify",
+            "high",
+            _fsmonitor_toml,
+            "[cmsis_nn] path names a checkout whose core.fsmonitor runs a program; verify runs git there",
+            needs=("git", "cmsis-nn", "gcc"),
+        ),
+        Case(
+            "high/cmsis-install-ref-option-f",
+            "high",
+            _install_ref("-f"),
+            "--ref=-f reaches git checkout as an option",
+            needs=("git",),
+        ),
+        Case(
+            "high/cmsis-install-ref-option-patch",
+            "high",
+            _install_ref("--patch"),
+            "--ref=--patch reaches git checkout as an option",
+            needs=("git",),
+        ),
+    ]

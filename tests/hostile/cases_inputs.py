@@ -1,0 +1,412 @@
+"""Cases of the classes "exhaustion" (work without end: constant folding, FIFOs, /dev/zero, deep trees and
+JSON, decompression bombs) and "boundary" (paths from settings, a JSON or a model that leave the
+workspace)."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+from collections.abc import Callable
+
+import numpy as np
+
+from tests.hostile import kit, models
+from tests.hostile.runner import HANG_TIMEOUT_S, Case, Plan, Step, refuse, usage
+from tests.hostile.workspace import QUICK, Workspace
+
+Setup = Callable[[Workspace], Plan]
+
+
+def _case(name: str, klass: str, setup: Setup, about: str, needs: tuple[str, ...] = ()) -> Case:
+    return Case(f"{klass}/{name}", klass, setup, about, needs)
+
+
+def _check(*argv: str) -> Step:
+    """`fixpoint check`: findings or none (exit 0 or 1), but an answer within the hang time limit."""
+    return Step(("check", *argv), frozenset({0, 1}), timeout=HANG_TIMEOUT_S)
+
+
+def _quantize(model: str, calib: str = "calib.npz", names: tuple[object, ...] = ()) -> Step:
+    argv = ("quantize", model, "--calib", calib, "-o", "out.params.json", *QUICK)
+    return refuse(*argv, names=[*names] or [model], timeout=HANG_TIMEOUT_S)  # type: ignore[list-item]
+
+
+# -- constant folding ---------------------------------------------------------------------------------------
+
+LOOP_NAMES = ("loop.onnx", ("endless_loop", "Loop"))
+HUGE_NAMES = ("huge.onnx", ("huge_constant", "ConstantOfShape"))
+
+
+def _fold_model(kind: str) -> Callable[[Workspace], None]:
+    def build(w: Workspace) -> None:
+        kit.tiny(w)
+        if kind == "loop":
+            models.save(models.constant_loop(), w.path("loop.onnx"))
+        else:
+            models.save(models.constant_of_shape(), w.path("huge.onnx"))
+
+    return build
+
+
+def _fold_cases(kind: str) -> list[Case]:
+    model = f"{kind}.onnx"
+    names = LOOP_NAMES if kind == "loop" else HUGE_NAMES
+    build = _fold_model(kind)
+
+    def quantize(w: Workspace) -> Plan:
+        build(w)
+        return Plan([_quantize(model, names=names)])
+
+    def evaluate(w: Workspace) -> Plan:
+        build(w)
+        argv = ("evaluate", model, "tiny.params.json", "--data", "calib.npz")
+        return Plan([refuse(*argv, names=[names[0]], timeout=HANG_TIMEOUT_S)])
+
+    def generate(w: Workspace) -> Plan:
+        build(w)
+        argv = ("generate", "--params", "tiny.params.json", "--model", model, "-o", "gen")
+        return Plan([refuse(*argv, names=[names[0]], timeout=HANG_TIMEOUT_S)])
+
+    def check(w: Workspace) -> Plan:
+        """The model named by the only params JSON of a tree without fixpoint.toml: opening it is enough."""
+        w.copy_all("tree")
+        w.path("fixpoint.toml").unlink()
+        models.save(
+            models.constant_loop() if kind == "loop" else models.constant_of_shape(), w.path(f"model/{model}")
+        )
+        digest = hashlib.sha256(w.path(f"model/{model}").read_bytes()).hexdigest()
+        kit.edit_json(
+            w.path("model/tiny.params.json"), lambda d: d["model"].update(path=model, sha256=digest)
+        )
+        return Plan([_check(".")])
+
+    what = "a constant Loop of 10^12 iterations" if kind == "loop" else "ConstantOfShape 1x1x40000x40000"
+    label = "loop-1e12" if kind == "loop" else "constant-of-shape-6gb"
+    return [
+        _case(f"quantize-{label}", "exhaustion", quantize, f"quantize a model with {what}"),
+        _case(f"evaluate-{label}", "exhaustion", evaluate, f"evaluate a model with {what}"),
+        _case(f"generate-{label}", "exhaustion", generate, f"generate from a model with {what}"),
+        _case(
+            f"check-{label}-params",
+            "exhaustion",
+            check,
+            f"check a tree whose params JSON names a model with {what}",
+        ),
+    ]
+
+
+# -- special files in a firmware tree ---------------------------------------------------------------------
+
+
+def _tree_with(change: Callable[[Workspace], object]) -> Setup:
+    def setup(w: Workspace) -> Plan:
+        w.copy_all("tree")
+        change(w)
+        return Plan([_check(".")])
+
+    return setup
+
+
+def _unix_socket(w: Workspace, relative: str) -> None:
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(w.path(relative)))
+    w.later(sock.close)
+
+
+def _replace_with_fifo(w: Workspace, relative: str) -> None:
+    w.path(relative).unlink()
+    kit.fifo(w, relative)
+
+
+TREE_CASES: dict[str, tuple[Callable[[Workspace], object], str]] = {
+    "fifo-source": (lambda w: kit.fifo(w, "src/pipe.c"), "a FIFO named src/pipe.c"),
+    "fifo-makefile": (lambda w: kit.fifo(w, "Makefile"), "a FIFO named Makefile"),
+    "fifo-params": (lambda w: kit.fifo(w, "model/other.params.json"), "a FIFO named like a params JSON"),
+    "fifo-project": (lambda w: _replace_with_fifo(w, "fixpoint.toml"), "fixpoint.toml is a FIFO"),
+    "devzero-source": (lambda w: kit.symlink(w, "src/zero.c", "/dev/zero"), "src/zero.c -> /dev/zero"),
+    "devzero-header": (lambda w: kit.symlink(w, "src/zero.h", "/dev/zero"), "src/zero.h -> /dev/zero"),
+    "devzero-cmake": (lambda w: kit.symlink(w, "CMakeLists.txt", "/dev/zero"), "CMakeLists.txt -> /dev/zero"),
+    "devzero-params": (
+        lambda w: kit.symlink(w, "model/zero.params.json", "/dev/zero"),
+        "a params JSON -> /dev/zero",
+    ),
+    "urandom-source": (
+        lambda w: kit.symlink(w, "src/random.c", "/dev/urandom"),
+        "src/random.c -> /dev/urandom",
+    ),
+    "socket-source": (lambda w: _unix_socket(w, "src/socket.c"), "a UNIX socket named src/socket.c"),
+    "nested-1500": (lambda w: kit.nested_dirs(w, "src/deep", 1500), "1,500 nested folders"),
+    "symlink-cycle": (lambda w: kit.symlink(w, "src/cycle", ".."), "src/cycle -> .. (a folder cycle)"),
+    "deep-json-arrays": (
+        lambda w: w.write("model/deep.params.json", kit.deep_json()),
+        "a params JSON of 200,000 nested arrays",
+    ),
+    "deep-json-objects": (
+        lambda w: w.write("model/deep.params.json", kit.deep_json(kind="{}")),
+        "200,000 nested objects",
+    ),
+    "huge-source": (lambda w: w.write("src/huge.c", "int x;\n" * 11_000_000), "a 77 MB C source"),
+    "dangling-symlink": (lambda w: kit.symlink(w, "src/gone.c", "nowhere.c"), "src/gone.c -> a missing file"),
+    "symlink-outside": (
+        lambda w: kit.symlink(w, "src/secret.c", w.outside / "keep.txt"),
+        "a source linking outside",
+    ),
+}
+
+
+def _direct(
+    argv_of: Callable[[str], tuple[str, ...]], relative: str, names: tuple[object, ...]
+) -> Callable[[Callable[[Workspace, str], object]], Setup]:
+    def with_file(make: Callable[[Workspace, str], object]) -> Setup:
+        def setup(w: Workspace) -> Plan:
+            kit.tiny(w)
+            make(w, relative)
+            return Plan([refuse(*argv_of(relative), names=[*names], timeout=HANG_TIMEOUT_S)])  # type: ignore[list-item]
+
+        return setup
+
+    return with_file
+
+
+def _fifo(w: Workspace, relative: str) -> None:
+    if w.path(relative).exists():
+        w.path(relative).unlink()
+    kit.fifo(w, relative)
+
+
+def _devzero(w: Workspace, relative: str) -> None:
+    if w.path(relative).exists():
+        w.path(relative).unlink()
+    kit.symlink(w, relative, "/dev/zero")
+
+
+def _special_file_cases() -> list[Case]:
+    commands: dict[str, tuple[Callable[[str], tuple[str, ...]], str]] = {
+        "quantize-model": (
+            lambda f: ("quantize", f, "--calib", "calib.npz", "-o", "o.json", *QUICK),
+            "model.onnx",
+        ),
+        "quantize-calib": (
+            lambda f: ("quantize", "tiny.onnx", "--calib", f, "-o", "o.json", *QUICK),
+            "calib.npz",
+        ),
+        "quantize-calib-npy": (
+            lambda f: ("quantize", "tiny.onnx", "--calib", f, "-o", "o.json", *QUICK),
+            "calib.npy",
+        ),
+        "evaluate-params": (lambda f: ("evaluate", "tiny.onnx", f, "--data", "calib.npz"), "p.params.json"),
+        "generate-params": (
+            lambda f: ("generate", "--params", f, "--model", "tiny.onnx", "-o", "gen"),
+            "p.params.json",
+        ),
+        "generate-project": (lambda f: ("generate", "--project", f), "fixpoint.toml"),
+        "report-evaluation": (lambda f: ("report", "--evaluation", f, "-o", "r.html"), "evaluation.json"),
+    }
+    cases = []
+    for label, (argv_of, relative) in commands.items():
+        for kind, make in (("fifo", _fifo), ("devzero", _devzero)):
+            setup = _direct(argv_of, relative, (relative,))(make)
+            what = "a FIFO" if kind == "fifo" else "a symlink to /dev/zero"
+            cases.append(_case(f"{label}-{kind}", "exhaustion", setup, f"{relative} is {what}"))
+    return cases
+
+
+def _images(w: Workspace, png: bytes) -> Plan:
+    kit.tiny(w)
+    w.write("images/a.png", models.png(8, 8))
+    w.write("images/b.png", png)
+    return Plan([_quantize("tiny.onnx", "images", names=("b.png",))])
+
+
+def _zip_bomb(w: Workspace) -> Plan:
+    kit.tiny(w)
+    w.copy("zipbomb", "bomb.npz")
+    return Plan([_quantize("tiny.onnx", "bomb.npz", names=("bomb.npz",))])
+
+
+def _npy_header_lies(w: Workspace) -> Plan:
+    """An .npy whose header declares 10^12 samples over 64 bytes of data."""
+    kit.tiny(w)
+    header = np.lib.format.header_data_from_array_1_0(np.zeros((1, 1, 8, 8), np.float32))
+    header["shape"] = (10**12, 1, 8, 8)
+    with open(w.path("lies.npy"), "wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, header)
+        handle.write(bytes(64))
+    return Plan([_quantize("tiny.onnx", "lies.npy", names=("lies.npy",))])
+
+
+def exhaustion_cases() -> list[Case]:
+    cases = [*_fold_cases("loop"), *_fold_cases("huge")]
+    cases += [
+        _case(f"check-{name}", "exhaustion", _tree_with(change), f"fixpoint check on a tree with {about}")
+        for name, (change, about) in TREE_CASES.items()
+    ]
+    cases += _special_file_cases()
+    cases += [
+        _case(
+            "quantize-png-bomb-900mp",
+            "exhaustion",
+            lambda w: _images(w, models.bomb_png()),
+            "a calibration image whose header claims 30000x30000 pixels",
+        ),
+        _case(
+            "quantize-png-81mp",
+            "exhaustion",
+            lambda w: _images(w, models.png(9000, 9000)),
+            "a 9000x9000 calibration image: past the 64 M pixel limit, under Pillow's warning",
+        ),
+        _case("quantize-npz-zip-bomb", "exhaustion", _zip_bomb, "an .npz whose x inflates to 3.5 GB"),
+        _case("quantize-npy-header-lies", "exhaustion", _npy_header_lies, "an .npy declaring 10^12 samples"),
+    ]
+    return cases
+
+
+# -- boundary ---------------------------------------------------------------------------------------------
+
+
+def _toml(w: Workspace, extra: str) -> Plan:
+    kit.tiny(w)
+    w.write("fixpoint.toml", f'model = "tiny.onnx"\nparams = "tiny.params.json"\n{extra}')
+    return Plan([refuse("generate", names=["fixpoint.toml", ("generated", "params", "model")])])
+
+
+def _generated_symlink_out(w: Workspace) -> Plan:
+    (w.outside / "gen").mkdir()
+    kit.symlink(w, "src/model", w.outside / "gen")
+    return _toml(w, 'generated = "src/model"\n')
+
+
+def _outside_input(key: str) -> Setup:
+    def setup(w: Workspace) -> Plan:
+        w.copy("tiny", *kit.TINY, to="../outside")
+        kit.tiny(w)
+        w.write(
+            "fixpoint.toml",
+            f'model = "tiny.onnx"\nparams = "tiny.params.json"\n{key} = "../outside/{_file(key)}"\n',
+        )
+        return Plan([refuse("generate", "-o", "gen", names=["fixpoint.toml", key])])
+
+    return setup
+
+
+def _file(key: str) -> str:
+    return "tiny.onnx" if key == "model" else "tiny.params.json"
+
+
+def _model_path(recorded: str, command: str) -> Setup:
+    def setup(w: Workspace) -> Plan:
+        if recorded.startswith("../outside"):
+            w.copy("tiny", "tiny.onnx", to="../outside")
+        name = kit.edited_params(w, lambda d: d["model"].update(path=recorded))
+        if command == "evaluate":
+            step = refuse(
+                "evaluate", "tiny.onnx", name, "--data", "calib.npz", names=[name, ("model.path", "model")]
+            )
+        else:
+            step = refuse("generate", "--params", name, "-o", "gen", names=[name, ("model.path", "model")])
+        return Plan([step])
+
+    return setup
+
+
+def _external(location: str, make: Callable[[Workspace], object] | None = None) -> Setup:
+    def setup(w: Workspace) -> Plan:
+        kit.tiny(w)
+        (w.outside / "w.bin").write_bytes(models.conv_weight_bytes())
+        if make is not None:
+            make(w)
+        models.save(models.with_external_weights(location), w.path("ext.onnx"))
+        return Plan([_quantize("ext.onnx", names=("ext.onnx",))])
+
+    return setup
+
+
+def _prefix(prefix: str) -> Setup:
+    def setup(w: Workspace) -> Plan:
+        kit.tiny(w)
+        return Plan([usage(*kit.GENERATE, "--prefix", prefix, names=["--prefix"])])
+
+    return setup
+
+
+def boundary_cases() -> list[Case]:
+    b = "boundary"
+    return [
+        _case(
+            "generate-toml-generated-parent",
+            b,
+            lambda w: _toml(w, 'generated = "../escape"\n'),
+            "fixpoint.toml generated = '../escape'",
+        ),
+        _case(
+            "generate-toml-generated-absolute",
+            b,
+            lambda w: _toml(w, f'generated = "{w.outside}/gen"\n'),
+            "fixpoint.toml generated = an absolute folder outside",
+        ),
+        _case(
+            "generate-toml-generated-symlink",
+            b,
+            _generated_symlink_out,
+            "fixpoint.toml generated = a symlink to a folder outside",
+        ),
+        _case(
+            "generate-toml-model-outside",
+            b,
+            _outside_input("model"),
+            "fixpoint.toml model = '../outside/...'",
+        ),
+        _case(
+            "generate-toml-params-outside",
+            b,
+            _outside_input("params"),
+            "fixpoint.toml params = '../outside/...'",
+        ),
+        _case(
+            "evaluate-model-path-passwd",
+            b,
+            _model_path("../../../etc/passwd", "evaluate"),
+            "a params JSON whose model.path is ../../../etc/passwd",
+        ),
+        _case(
+            "generate-model-path-passwd",
+            b,
+            _model_path("../../../etc/passwd", "generate"),
+            "generate without --model from a JSON whose model.path is ../../../etc/passwd",
+        ),
+        _case(
+            "generate-model-path-outside",
+            b,
+            _model_path("../outside/tiny.onnx", "generate"),
+            "generate without --model from a JSON whose model.path leaves the workspace",
+        ),
+        _case(
+            "generate-model-path-absolute",
+            b,
+            _model_path("/etc/hostname", "generate"),
+            "generate without --model from a JSON whose model.path is absolute",
+        ),
+        _case("external-data-parent", b, _external("../outside/w.bin"), "external data at ../outside/w.bin"),
+        _case(
+            "external-data-absolute",
+            b,
+            lambda w: _external(str(w.outside / "w.bin"))(w),
+            "external data at an absolute path outside",
+        ),
+        _case(
+            "external-data-symlink",
+            b,
+            _external("w.bin", lambda w: kit.symlink(w, "w.bin", w.outside / "w.bin")),
+            "external data through a symlink to a file outside",
+        ),
+        _case(
+            "external-data-dotdot-inside",
+            b,
+            _external("sub/../../outside/w.bin", lambda w: w.path("sub").mkdir()),
+            "external data at sub/../../outside/w.bin",
+        ),
+        _case("generate-prefix-parent", b, _prefix("../../outside/evil"), "--prefix ../../outside/evil"),
+        _case(
+            "generate-prefix-absolute", b, lambda w: _prefix(str(w.outside / "evil"))(w), "--prefix /abs/evil"
+        ),
+    ]

@@ -1,0 +1,80 @@
+"""Did hostile text reach code? A scan of generated C (and linker scripts) for a marker outside comments
+and string literals.
+
+Translation phases 1-2 (trigraphs, line splicing) are applied here, since `gcc -fpreprocessed` skips them
+but the firmware build (-std=c11) does not; then gcc removes the comments (`-fpreprocessed -dD -E`: no
+macro expansion, directives kept) and a string-literal aware tokenizer looks for the marker as a token.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+SUFFIXES = {".c", ".h", ".ld", ".cmake", ".mk"}
+_TRIGRAPHS = {"=": "#", "(": "[", "/": "\\", ")": "]", "'": "^", "<": "{", "!": "|", ">": "}", "-": "~"}
+_TOKEN = re.compile(
+    r"""
+      "(?:\\.|[^"\\\n])*("|$)      # a string literal (to the line's end when unterminated)
+    | '(?:\\.|[^'\\\n])*('|$)      # a character constant
+    | (?P<ident>[A-Za-z_]\w*)
+    """,
+    re.VERBOSE | re.MULTILINE,
+)
+
+
+def phases_1_2(text: str) -> str:
+    """Line endings (CR, CR LF) to LF, trigraphs replaced, backslash-newline spliced, as C11 does."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = re.sub(r"\?\?([=(/)'<!>-])", lambda m: _TRIGRAPHS[m.group(1)], text)
+    return text.replace("\\\n", "")
+
+
+def without_comments(text: str) -> str:
+    """The text with its comments removed by gcc (directives kept, no macro expanded)."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        raise RuntimeError("gcc is needed to scan generated C")
+    done = subprocess.run(
+        [gcc, "-fpreprocessed", "-dD", "-E", "-P", "-x", "c", "-"],
+        input=phases_1_2(text).encode("utf-8", "surrogateescape"),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return done.stdout.decode("utf-8", "replace")
+
+
+def code_tokens(text: str) -> list[tuple[int, str]]:
+    """(line, identifier) of every identifier outside string literals and character constants."""
+    found = []
+    for match in _TOKEN.finditer(text):
+        if match.group("ident"):
+            found.append((text.count("\n", 0, match.start()) + 1, match.group("ident")))
+    return found
+
+
+def generated_files(*folders: Path) -> list[Path]:
+    """The text files of the firmware (model sources, harness, linker script) under `folders`."""
+    files: list[Path] = []
+    for folder in folders:
+        if folder.is_dir():
+            files += sorted(
+                p for p in folder.rglob("*") if p.is_file() and (p.suffix in SUFFIXES or p.name == "Makefile")
+            )
+    return files
+
+
+def leaks(files: list[Path], marker: str) -> list[str]:
+    """`file:line` of each place where `marker` is a token of code (outside comments and literals)."""
+    places = []
+    for path in files:
+        text = path.read_bytes().decode("utf-8", "surrogateescape")
+        if marker not in text:
+            continue
+        for line, ident in code_tokens(without_comments(text)):
+            if ident == marker:
+                places.append(f"{path.name}:{line}")
+    return places

@@ -1,0 +1,203 @@
+"""What the cases' setups share: the tiny model's workspace, JSON edits, special files, ports, a pty,
+deep trees and JSON, and the tools a case needs (a case whose tool is missing is skipped, with why)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.hostile.runner import Check
+from tests.hostile.workspace import QUICK, Workspace
+
+TINY = ("tiny.onnx", "tiny.params.json", "calib.npz")
+QUANTIZE = ("quantize", "tiny.onnx", "--calib", "calib.npz", "-o", "out.params.json", *QUICK)
+GENERATE = ("generate", "--params", "tiny.params.json", "--model", "tiny.onnx", "-o", "gen")
+EVALUATE = ("evaluate", "tiny.onnx", "tiny.params.json", "--data", "calib.npz")
+VERIFY = (
+    "verify",
+    "--target",
+    "host",
+    "--model",
+    "tiny.onnx",
+    "--params",
+    "tiny.params.json",
+    "--no-float-metrics",
+)
+FLASH_QEMU = (
+    "flash-verify",
+    "--target",
+    "qemu-m4",
+    "--model",
+    "tiny.onnx",
+    "--params",
+    "tiny.params.json",
+    "--no-float-metrics",
+    "--cases",
+    "1",
+)
+
+
+def tiny(w: Workspace, to: str = ".") -> None:
+    w.copy("tiny", *TINY, to=to)
+
+
+def edit_json(path: Path, edit: Callable[[Any], None]) -> Path:
+    document = json.loads(path.read_text())
+    edit(document)
+    path.write_text(json.dumps(document, indent=1))
+    return path
+
+
+def edited_params(w: Workspace, edit: Callable[[Any], None], name: str = "edited.params.json") -> str:
+    """The tiny model's quant-params JSON with `edit` applied, saved as `name` in the workspace."""
+    tiny(w)
+    shutil.copy(w.path("tiny.params.json"), w.path(name))
+    edit_json(w.path(name), edit)
+    return name
+
+
+def layer(document: Any, kernel_prefix: str = "arm_convolve") -> Any:
+    """The first layer whose CMSIS-NN kernel starts with `kernel_prefix`."""
+    return next(lay for lay in document["layers"] if (lay.get("kernel") or "").startswith(kernel_prefix))
+
+
+# -- special files --------------------------------------------------------------------------------------
+
+
+def fifo(w: Workspace, relative: str) -> Path:
+    path = w.path(relative)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+def symlink(w: Workspace, relative: str, target: str | Path) -> Path:
+    path = w.path(relative)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(target)
+    return path
+
+
+def nested_dirs(w: Workspace, relative: str, depth: int, leaf: str = "deep.c") -> None:
+    """`depth` nested folders under `relative` (created through directory descriptors: no long paths)."""
+    base = w.path(relative)
+    base.mkdir(parents=True, exist_ok=True)
+    fd = os.open(base, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        leaf_fd = os.open(leaf, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(leaf_fd, b"int deep;\n")
+        os.close(leaf_fd)
+    finally:
+        os.close(fd)
+
+
+def deep_json(depth: int = 200_000, kind: str = "[]") -> str:
+    """A JSON document nested `depth` deep: arrays, or objects {"a": ...}."""
+    if kind == "[]":
+        return "[" * depth + "]" * depth
+    return '{"a":' * depth + "0" + "}" * depth
+
+
+def read_only(w: Workspace, relative: str) -> bool:
+    """Make a folder unwritable, also for root (chattr +i); undone when the case ends. False if impossible."""
+    path = w.path(relative)
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        w.later(lambda: path.chmod(0o755))
+        return True
+    if shutil.which("chattr") is None:
+        return False
+    done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
+    if done.returncode != 0:
+        return False
+    w.later(lambda: subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False))
+    return True
+
+
+# -- ports and serial lines -----------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def listening_port(w: Workspace) -> int:
+    """A loopback port held (listening) by the runner until the case ends: a port another program has."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    w.later(sock.close)
+    return int(sock.getsockname()[1])
+
+
+def pty(w: Workspace, locked: bool) -> str:
+    """A pseudo-terminal's device path (a serial port without hardware); `locked`: held with an exclusive
+    flock, as a terminal program that opened it exclusively holds it. Closed when the case ends."""
+    master, slave = os.openpty()
+    if locked:
+        fcntl.flock(slave, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def close() -> None:
+        for fd in (slave, master):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    w.later(close)
+    return os.ttyname(slave)
+
+
+def board_project(w: Workspace, serial: str, gdb_remote: str, uart_base: bool = True) -> None:
+    """fixpoint.toml for a real board flashed through a GDB server and read on `serial`."""
+    base = "uart_base = 0x40004000\n" if uart_base else ""
+    w.write(
+        "fixpoint.toml",
+        'model = "tiny.onnx"\nparams = "tiny.params.json"\ntarget = "board"\n\n'
+        '[board]\ncore = "cortex-m4"\nflash_origin = 0x00000000\nflash_size = "4M"\n'
+        f'ram_origin = 0x20000000\nram_size = "4M"\n{base}\n'
+        f'[flash]\nbackend = "gdb"\nserial = "{serial}"\ngdb_remote = "{gdb_remote}"\n',
+    )
+
+
+# -- what a case needs ------------------------------------------------------------------------------------
+
+
+def cmsis_nn_present() -> bool:
+    configured = os.environ.get("FIXPOINT_CMSIS_NN")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fixpoint" / "cmsis-nn"
+    return (Path(configured) if configured else cache).joinpath("Include", "arm_nnfunctions.h").is_file()
+
+
+NEEDS: dict[str, Callable[[], bool]] = {
+    "cmsis-nn": cmsis_nn_present,
+    "arm": lambda: all(shutil.which(t) for t in ("arm-none-eabi-gcc", "qemu-system-arm", "gdb-multiarch")),
+    "git": lambda: shutil.which("git") is not None,
+    "gcc": lambda: shutil.which("gcc") is not None,
+}
+
+
+def missing(needs: tuple[str, ...]) -> list[str]:
+    return [need for need in needs if not NEEDS[need]()]
+
+
+def expect_file(relative: str, outcome: str = "damaged") -> Check:
+    """A check that `relative` exists afterwards."""
+
+    def check(w: Workspace) -> tuple[str, str] | None:
+        return None if w.path(relative).exists() else (outcome, f"{relative} is missing afterwards")
+
+    return check
