@@ -63,8 +63,21 @@ WORKERS = integer(1, 256)
 CASES = integer(1, limits.MAX_TEST_CASES)
 """Test cases built into a firmware image."""
 
-PORT = integer(0, 65535)
-"""A TCP port; 0 lets the system pick a free one."""
+MAX_PORT = 65535
+
+
+def PORT(text: str) -> int:
+    """A TCP port number: 1 to 65535, or 0 for one the system picks."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= MAX_PORT:
+        raise argparse.ArgumentTypeError(
+            f"{value} is not a TCP port: give 1 to {MAX_PORT}, or 0 for a free one"
+        )
+    return value
+
 
 TIMEOUT = number(0.0, 86_400.0, low_open=True)
 """Seconds a firmware or a tool may run: more than nothing, at most a day."""

@@ -10,10 +10,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from quantcore.commands import _args
 from quantcore.commands import _firmware as fw
 from quantcore.commands.verify import _verify
-
-MAX_PORT = 65535
 
 
 def register(sub: Any) -> None:
@@ -24,22 +23,13 @@ def register(sub: Any) -> None:
     p.add_argument("--no-float-metrics", action="store_true", help="skip the float-vs-int8 figures")
     p.add_argument("--serial", help="the board's serial port or pyserial URL (default: [flash] serial)")
     p.add_argument("--probe", help="the probe's serial number (default: [flash] probe)")
-    p.add_argument("--gdb-port", type=port, default=0, help="QEMU: GDB stub port (default 0: a free one)")
-    p.add_argument("--uart-port", type=port, default=0, help="QEMU: UART TCP port (default 0: a free one)")
+    p.add_argument(
+        "--gdb-port", type=_args.PORT, default=0, help="QEMU: GDB stub port (default 0: a free one)"
+    )
+    p.add_argument(
+        "--uart-port", type=_args.PORT, default=0, help="QEMU: UART TCP port (default 0: a free one)"
+    )
     p.set_defaults(func=run)
-
-
-def port(text: str) -> int:
-    """A TCP port number for argparse: 1 to 65535, or 0 for one the system picks."""
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= MAX_PORT:
-        raise argparse.ArgumentTypeError(
-            f"{value} is not a TCP port: give 1 to {MAX_PORT}, or 0 for a free one"
-        )
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
