@@ -87,7 +87,10 @@ def kernel_problems(doc: Doc, layer: Doc, at: JsonPath) -> Iterator[Problem]:
             (*at, "kernel"), f"{quoted(kernel)} is not a kernel {op} can use (it runs on {names})"
         )
         return
-    yield from _dtype_problems(doc, layer, at)
+    dtypes = list(_dtype_problems(doc, layer, at))
+    if dtypes:  # the wrong kernel variant, or tensors of the wrong type: the rest would only echo it
+        yield from dtypes
+        return
     if op == "fully_connected":
         yield from _fc_form_problems(layer, at)
     if op in _WEIGHT_AXIS:
@@ -305,16 +308,21 @@ def _clamp(view: _View) -> Iterator[Derived]:
     yield view.param("act_max", high, f"{basis}, which gives {high}")
 
 
-def _channel_values(view: _View, key: str, expected: list[int], bases: list[str]) -> Iterator[Derived]:
-    """A per-channel parameter (a list), or one number standing for every channel."""
+def _channel_values(
+    view: _View, key: str, expected: list[int], basis: Callable[[int], str]
+) -> Iterator[Derived]:
+    """A per-channel parameter (a list), or one number standing for every channel; only mismatches are
+    described (a layer may have thousands of channels)."""
     recorded = view.params[key]
     path: JsonPath = (*view.at, "params", key)
     if isinstance(recorded, list):
-        for channel, (value, basis) in enumerate(zip(expected, bases, strict=True)):
-            yield Derived((*path, channel), recorded[channel], value, basis, key)
+        for channel, value in enumerate(expected):
+            if recorded[channel] != value:
+                yield Derived((*path, channel), recorded[channel], value, basis(channel), key)
         return
-    channel = next((c for c, value in enumerate(expected) if value != recorded), 0)
-    yield Derived(path, recorded, expected[channel], bases[channel], key)
+    mismatch = next((c for c, value in enumerate(expected) if value != recorded), None)
+    if mismatch is not None:
+        yield Derived(path, recorded, expected[mismatch], basis(mismatch), key)
 
 
 def _weighted(view: _View) -> Iterator[Derived]:
@@ -324,17 +332,17 @@ def _weighted(view: _View) -> Iterator[Derived]:
     channels = view.tensors[out_name]["shape"][-1]
     s_w = np.broadcast_to(np.asarray(view.tensors[view.layer["weights"]]["scale"], np.float64), (channels,))
     expected = P.conv_params(view.layer["name"], s_in, zp_in, s_w, s_out, zp_out)
-    multipliers, shifts = expected["multiplier"], expected["shift"]
-    scales = [
-        f"the recorded scales: s_in {s_in:.6g} * s_w[{c}] {s_w[c]:.6g} / s_out {s_out:.6g}"
-        for c in range(channels)
-    ]
-    gives = [f"{s} gives {m} (shift {sh})" for s, m, sh in zip(scales, multipliers, shifts, strict=True)]
-    yield from _channel_values(view, "multiplier", multipliers, gives)
-    gives = [
-        f"{s} gives shift {sh} (multiplier {m})" for s, m, sh in zip(scales, multipliers, shifts, strict=True)
-    ]
-    yield from _channel_values(view, "shift", shifts, gives)
+    mults, shifts = expected["multiplier"], expected["shift"]
+
+    def scales(c: int) -> str:
+        return f"the recorded scales: s_in {s_in:.6g} * s_w[{c}] {s_w[c]:.6g} / s_out {s_out:.6g}"
+
+    yield from _channel_values(
+        view, "multiplier", mults, lambda c: f"{scales(c)} gives {mults[c]} (shift {shifts[c]})"
+    )
+    yield from _channel_values(
+        view, "shift", shifts, lambda c: f"{scales(c)} gives shift {shifts[c]} (multiplier {mults[c]})"
+    )
     yield from _offsets(view, [("input_offset", 0), ("output_offset", None)])
     if view.layer["op"] == "fully_connected":
         yield view.param("filter_offset", 0, "the weights' zero point 0 (weights are symmetric)")
@@ -352,16 +360,17 @@ def _bias_scales(view: _View, s_in: float, s_w: np.ndarray) -> Iterator[Derived]
     name = view.layer["bias"]
     recorded = view.tensors[name]["scale"]
     path: JsonPath = ("tensors", name, "scale")
-    expected = [float(product) for product in s_in * s_w]
+    expected = (s_in * s_w).tolist()
     for channel, value in enumerate(expected):
+        here = recorded[channel] if isinstance(recorded, list) else recorded
+        if here == value:
+            continue
         basis = (
             f"the recorded scales: s_in {s_in:.6g} * s_w[{channel}] {s_w[channel]:.6g} gives {value!r} (the"
             " accumulator's scale, at which the kernel adds the bias)"
         )
-        if isinstance(recorded, list):
-            yield Derived((*path, channel), recorded[channel], value, basis)
-        elif recorded != value:
-            yield Derived(path, recorded, value, basis)
+        yield Derived((*path, channel) if isinstance(recorded, list) else path, here, value, basis)
+        if not isinstance(recorded, list):
             return
 
 

@@ -60,6 +60,12 @@ MAX_PROBLEMS = 1000
 """Problems collected per document: a broken file of 100,000 tensors is reported by its first
 problems (and the count shown as "1000+"), not by a list that takes minutes to build and sort."""
 
+MAX_VALUES = 1_000_000
+"""JSON values (numbers, strings, arrays, objects) in one document: the schema stage costs 10-30
+microseconds per value, so this bounds a file's validation to seconds, not the hour a 256 MB file would
+take. MobileNetV2, large for a microcontroller (17,000 output channels, about 7 values each), needs
+about 120,000."""
+
 SUGGESTIONS = 50
 """Name suggestions ("did you mean ...?") searched per document: each compares a name with every
 candidate, so a file with thousands of misspelled names costs a bounded time."""
@@ -249,6 +255,8 @@ def _read(path: str | os.PathLike[str]) -> str:
         raw = untrusted.read_bytes(path, limit=limits.JSON_MAX_BYTES)
     except untrusted.UntrustedInputError as exc:
         raise QuantParamsError(str(path), exc.problem) from exc
+    except OSError as exc:  # e.g. a directory, which opens but cannot be read
+        raise QuantParamsError(str(path), f"cannot read: {exc.strerror or exc}") from exc
     try:
         return raw.decode("utf-8-sig")  # tolerate the BOM some Windows editors add
     except UnicodeDecodeError as exc:
@@ -329,7 +337,7 @@ def model_path(
         )
     candidate = Path(params_file).parent / recorded
     if not any(untrusted.is_inside(candidate, root) for root in roots):
-        folders = " or ".join(quoted(os.path.realpath(root)) for root in roots)
+        folders = " or ".join(quoted(root) for root in dict.fromkeys(os.path.realpath(r) for r in roots))
         raise QuantParamsError(
             source,
             f"{at} leads to {quoted(os.path.realpath(candidate))}, outside {folders}; keep the model in the"
@@ -794,8 +802,28 @@ def _check_calibration(doc: Doc) -> Iterator[Problem]:
         yield _problem(("calibration", "percentile"), 'is only used by method "percentile": remove it')
 
 
+def _json_stage(doc: Any, _suggest: _Suggest) -> Iterable[Problem]:
+    too_big = _size_problem(doc)
+    return [too_big] if too_big is not None else _json_value_problems(doc, ())
+
+
+def _size_problem(doc: Any) -> Problem | None:
+    """More than MAX_VALUES values, counted without recursion (and without counting them all)."""
+    count, stack = 0, [doc]
+    while stack:
+        value = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            return _problem((), f"holds more than {MAX_VALUES:,} values, more than any model's parameters")
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
+
+
 _STAGES: tuple[tuple[str, Stage], ...] = (
-    ("json", lambda doc, _suggest: _json_value_problems(doc, ())),
+    ("json", _json_stage),
     ("schema", _schema_problems),
     ("semantic", _semantic_problems),
     ("consistency", _consistency_stage),
