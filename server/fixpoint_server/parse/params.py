@@ -1,26 +1,33 @@
 """A quant-params JSON as the rules read it: the document, where each value is, what is wrong with it.
 
 A file that is not valid JSON or fails the schema is still a ParamsFile (with `document` None and its
-problems placed at their JSON paths), so the editor can show the problem on the exact line. The
-quantized model (the JSON applied to its float model) is built lazily, only for rules that compare C
-code with it.
+problems placed at their JSON paths), so the editor can show the problem on the exact line. A document
+whose structure is valid but whose integers do not follow from its scales keeps its `document` (the other
+rules still read it); those problems are in `inconsistent`, and the values a layer says were set by hand
+in `overrides`. The quantized model (the JSON applied to its float model) is built lazily, only for rules
+that compare C code with it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fixpoint_server.findings import Span
 from fixpoint_server.parse.json_positions import Located, locate
+from quantcore import untrusted
 from quantcore.ir import Graph, Node
+from quantcore.quantize import consistency, params_json
+from quantcore.quantize.params_json import Problem, QuantParamsError
 
 if TYPE_CHECKING:
     from fixpoint_server.rules.context import CheckContext
 
 JsonPath = tuple[str | int, ...]
+_LINE = re.compile(r"line (\d+):")
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,8 @@ class ParamsProblem:
     path: JsonPath
     message: str
     span: Span
+    expected: int | float | None = None
+    """The value that would be right, when one follows from the rest of the document."""
 
 
 @dataclass
@@ -39,6 +48,11 @@ class ParamsFile:
     document: dict[str, Any] | None
     """The document when it passed the schema and the semantic checks, else None."""
     problems: list[ParamsProblem] = field(default_factory=list)
+    """Why `document` is None: not JSON, or a schema or semantic problem."""
+    inconsistent: list[ParamsProblem] = field(default_factory=list)
+    """Integers of a structurally valid document that do not follow from its scales and zero points."""
+    overrides: list[ParamsProblem] = field(default_factory=list)
+    """Parameters a layer says were set by hand (message: the reason), not checked against the scales."""
 
     def span(self, path: JsonPath) -> Span:
         return self.located.span(path) if self.located else Span.at(0)
@@ -57,36 +71,61 @@ class ParamsFile:
         return self.path.parent / entry["weights"] if entry else None
 
     def model_path(self, ctx: CheckContext) -> Path | None:
-        """The float model: the project's when this is the project's JSON, else the one the JSON names."""
+        """The float model: the project's when this is the project's JSON, else the one the JSON names,
+        if that path stays inside the workspace (`recorded_model_problem` says why not)."""
         if ctx.project.params is not None and ctx.project.params.resolve() == self.path.resolve():
             model = ctx.project.model
             if model is not None and model.is_file():
                 return model.resolve()
-        raw = self.raw
-        recorded = raw.get("model", {}).get("path") if isinstance(raw, dict) else None
-        if not isinstance(recorded, str):
+        try:
+            candidate = self._recorded_model(ctx)
+        except QuantParamsError:
             return None
-        candidate = self.path.parent / recorded
-        return candidate.resolve() if candidate.is_file() else None
+        return candidate if candidate is not None and candidate.is_file() else None
+
+    def recorded_model_problem(self, ctx: CheckContext) -> str | None:
+        """Why the model path the JSON records cannot be followed (absolute, or out of the workspace)."""
+        try:
+            self._recorded_model(ctx)
+        except QuantParamsError as exc:
+            return str(exc).removeprefix(f"{self.path}: ")
+        return None
+
+    def _recorded_model(self, ctx: CheckContext) -> Path | None:
+        raw = self.raw
+        model = raw.get("model") if isinstance(raw, dict) else None
+        if not isinstance(model, dict) or not isinstance(model.get("path"), str):
+            return None
+        return params_json.model_path(raw, self.path, [ctx.root])
 
 
 def read_params(path: Path, text: str) -> ParamsFile:
     from fixpoint_server.rules.context import digest
-    from quantcore.quantize import params_json
 
     key = digest(text)
+    too_deep = untrusted.json_depth_problem(text)
+    if too_deep is not None:  # measured before any parser recurses into it
+        line = _LINE.match(too_deep)
+        span = Span.at(int(line.group(1)) - 1) if line else Span.at(0)
+        return ParamsFile(path, key, None, None, [ParamsProblem((), too_deep, span)])
     try:
         located = locate(text)
     except json.JSONDecodeError as exc:
         span = Span.at(exc.lineno - 1, exc.colno - 1, 1)
         return ParamsFile(path, key, None, None, [ParamsProblem((), f"invalid JSON: {exc.msg}", span)])
-    except RecursionError:
-        return ParamsFile(path, key, None, None, [ParamsProblem((), "JSON nested too deeply", Span.at(0))])
-    problems = params_json.validate(located.value)
+    except ValueError as exc:  # an integer of more digits than Python converts
+        return ParamsFile(path, key, None, None, [ParamsProblem((), f"invalid JSON: {exc}", Span.at(0))])
+    problems = params_json.validate_structure(located.value)
     if problems:
-        placed = [ParamsProblem(p.path, p.message, located.span(p.path)) for p in problems]
-        return ParamsFile(path, key, located, None, placed)
-    return ParamsFile(path, key, located, located.value)
+        return ParamsFile(path, key, located, None, _placed(located, problems))
+    document: dict[str, Any] = located.value
+    inconsistent = _placed(located, params_json.consistency_problems(document))
+    hand = [ParamsProblem(p, reason, located.span(p)) for p, reason in consistency.overrides(document)]
+    return ParamsFile(path, key, located, document, inconsistent=inconsistent, overrides=hand)
+
+
+def _placed(located: Located, problems: list[Problem]) -> list[ParamsProblem]:
+    return [ParamsProblem(p.path, p.message, located.span(p.path), p.expected) for p in problems]
 
 
 @dataclass(frozen=True)

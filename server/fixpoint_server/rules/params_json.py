@@ -3,12 +3,17 @@
 - A file that is not JSON, or fails the schema or the semantic checks of quantcore.quantize.params_json,
   gets one finding per problem at its JSON path: zero-point problems as wrong-zero-point (int8 zero
   point 128 - the uint8 habit -, weight zero point != 0), the rest as suspicious-scale.
+- Integers that do not follow from the recorded scales and zero points (the consistency stage, which
+  `fixpoint generate`, `evaluate` and `verify` refuse a file for), as errors with a quick fix writing the
+  value that follows: offsets and pad values as wrong-zero-point (with the hint when only the sign is
+  flipped); multipliers, shifts, clamps, bias scales, the add and softmax constants as suspicious-scale.
+  A value the layer's "overrides" says was set by hand gets an info with its reason instead.
 - wrong-zero-point: an activation zero point that does not follow from its recorded range and scale
   (the scale matches the range, the zero point does not: edited by hand, or computed with another
-  formula); a layer's input_offset that is not the negated zero point of its input, an output_offset
-  that is not its output's zero point. Each with a quick fix writing the right value.
+  formula), with a quick fix writing the right value.
 - suspicious-scale: a per-channel weight scale orders of magnitude off the others of its tensor
-  (a dead or outlier channel: calibration or training went wrong, or the layer wants equalization).
+  (a dead or outlier channel: calibration or training went wrong, or the layer wants equalization);
+  a recorded model path that is absolute or leads out of the workspace (it is not followed).
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from fixpoint_server.findings import Code, Edit, Finding, Fix, Severity
-from fixpoint_server.parse.params import ParamsFile
+from fixpoint_server.parse.params import ParamsFile, ParamsProblem
 from fixpoint_server.rules.context import CheckContext
 from quantcore.calibrate.qparams import quant_params
+from quantcore.quantize.params_json import json_path, quoted
 
 CODES = (Code.WRONG_ZERO_POINT, Code.SUSPICIOUS_SCALE)
 
@@ -28,15 +34,11 @@ OUTLIER_RATIO = 1000.0
 """A channel's weight scale this many times above or below the tensor's median is flagged: int8 then
 spends ~10 bits of range on one channel, or leaves one channel with almost no levels."""
 
-_OFFSETS = {
-    # layer param -> (which tensor list, index, sign): CMSIS-NN adds input offsets = -zp to the inputs
-    # and the output offset = +zp to the result.
-    "input_offset": ("inputs", 0, -1),
-    "input_1_offset": ("inputs", 0, -1),
-    "input_2_offset": ("inputs", 1, -1),
-    "output_offset": ("outputs", 0, 1),
-    "out_offset": ("outputs", 0, 1),
-}
+_ZERO_POINT_KEYS = frozenset({
+    "input_offset", "input_1_offset", "input_2_offset", "output_offset", "out_offset", "pad_value",
+    "zero_point",
+})  # fmt: skip
+"""Values that are (negated) zero points: their findings are wrong-zero-point."""
 
 
 def check(ctx: CheckContext) -> list[Finding]:
@@ -44,15 +46,15 @@ def check(ctx: CheckContext) -> list[Finding]:
     for params in ctx.params_files():
         findings.extend(_problems(params))
         if params.document is not None:
+            findings.extend(_recorded_model(ctx, params))
+            findings.extend(_inconsistent(params))
+            findings.extend(_overridden(params))
             findings.extend(_zero_points_of_ranges(params))
-            findings.extend(_layer_offsets(params))
             findings.extend(_weight_scale_outliers(params))
     return findings
 
 
 def _problems(params: ParamsFile) -> Iterator[Finding]:
-    from quantcore.quantize.params_json import json_path
-
     for problem in params.problems:
         code = Code.WRONG_ZERO_POINT if "zero_point" in problem.path else Code.SUSPICIOUS_SCALE
         where = json_path(problem.path) if problem.path else params.path.name
@@ -109,35 +111,61 @@ def _zero_points_of_ranges(params: ParamsFile) -> Iterator[Finding]:
         )
 
 
-def _layer_offsets(params: ParamsFile) -> Iterator[Finding]:
-    assert params.document is not None
-    tensors = params.document["tensors"]
-    for index, layer in enumerate(params.document["layers"]):
-        for key, (side, position, sign) in _OFFSETS.items():
-            value = layer.get("params", {}).get(key)
-            names = layer.get(side, [])
-            if not isinstance(value, int) or position >= len(names) or names[position] not in tensors:
-                continue
-            zero_point = tensors[names[position]].get("zero_point")
-            if not isinstance(zero_point, int) or value == sign * zero_point:
-                continue
-            yield _offset_finding(params, index, layer, key, value, sign * zero_point, names[position])
+def _inconsistent(params: ParamsFile) -> Iterator[Finding]:
+    """Integers that do not follow from the recorded scales: errors, since generate refuses the file."""
+    for problem in params.inconsistent:
+        keys = [part for part in problem.path if isinstance(part, str)]
+        zero_point = bool(keys) and keys[-1] in _ZERO_POINT_KEYS
+        code = Code.WRONG_ZERO_POINT if zero_point else Code.SUSPICIOUS_SCALE
+        message = f"{json_path(problem.path)}: {problem.message}"
+        recorded = _value_at(params.raw, problem.path)
+        if zero_point and problem.expected and recorded == -problem.expected:
+            message += " (the sign is flipped)"
+        yield Finding(
+            code, message, params.path, problem.span, Severity.ERROR, _fix_to(params, problem),
+            data={"expected": problem.expected},
+        )  # fmt: skip
 
 
-def _offset_finding(
-    params: ParamsFile, index: int, layer: dict[str, Any], key: str, value: int, expected: int, tensor: str
-) -> Finding:
-    path = ("layers", index, "params", key)
-    rule = "the negated zero point" if expected == 0 or key.startswith("input") else "the zero point"
-    habit = " - the sign is flipped" if value == -expected else ""
-    return Finding(
-        Code.WRONG_ZERO_POINT,
-        f"layer {layer['name']!r}: {key} is {value}, but must be {rule} of {tensor!r}: {expected}{habit}",
-        params.path,
-        params.span(path),
-        fixes=(_replace(params, path, expected, f"Set {key} of {layer['name']!r} to {expected}"),),
-        data={"layer": layer["name"], "expected": expected},
-    )
+def _fix_to(params: ParamsFile, problem: ParamsProblem) -> tuple[Fix, ...]:
+    if problem.expected is None:
+        return ()
+    text = repr(problem.expected) if isinstance(problem.expected, float) else str(problem.expected)
+    title = f"Set {json_path(problem.path)} to {text}, the value the recorded scales give"
+    return (Fix(title, (Edit(params.path, problem.span, text),), preferred=True),)
+
+
+def _value_at(document: Any, path: tuple[str | int, ...]) -> Any:
+    for part in path:
+        if isinstance(document, dict) and isinstance(part, str):
+            document = document.get(part)
+        elif isinstance(document, list) and isinstance(part, int) and part < len(document):
+            document = document[part]
+        else:
+            return None
+    return document
+
+
+def _overridden(params: ParamsFile) -> Iterator[Finding]:
+    """A value set by hand on purpose: said once where it is, with the reason the file gives."""
+    for entry in params.overrides:
+        yield Finding(
+            Code.SUSPICIOUS_SCALE,
+            f"{json_path(entry.path)}: set by hand ({quoted(entry.message)}); not checked against the"
+            " recorded scales",
+            params.path,
+            entry.span,
+            Severity.INFO,
+        )
+
+
+def _recorded_model(ctx: CheckContext, params: ParamsFile) -> Iterator[Finding]:
+    """A model path that is absolute or leads out of the workspace: said, and not followed."""
+    problem = params.recorded_model_problem(ctx)
+    if problem is not None:
+        yield Finding(
+            Code.SUSPICIOUS_SCALE, problem, params.path, params.span(("model", "path")), Severity.ERROR
+        )
 
 
 def _weight_scale_outliers(params: ParamsFile) -> Iterator[Finding]:
