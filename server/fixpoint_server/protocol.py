@@ -7,9 +7,10 @@ and the client waits forever for its answer. FixpointProtocol decodes the same w
 request with a JSON-RPC InvalidParams error naming the method and the field, and logs one line.
 
 It also answers the protocol errors that handlers raise (an unknown command: InvalidParams; a request
-after shutdown: InvalidRequest) without a traceback in the log, and shuts down without pygls' own
-"dictionary changed size during iteration": pygls cancels the pending requests while iterating over
-the dict that the cancelled requests' callbacks remove themselves from.
+after shutdown, or a notification sent with an id: InvalidRequest) without a traceback in the log,
+and shuts down without pygls' own "dictionary changed size during iteration": pygls cancels the
+pending requests while iterating over the dict that the cancelled requests' callbacks remove
+themselves from.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+import attrs
 import cattrs
 from cattrs.v import format_exception
 from lsprotocol import types as lsp
@@ -47,6 +49,8 @@ class Unreadable:
     id: Any
     method: Any
     problem: str
+    invalid_request: bool = False
+    """Not a request at all (a notification's method with an id): InvalidRequest, not InvalidParams."""
     jsonrpc: str = "2.0"
 
 
@@ -56,7 +60,10 @@ class FixpointProtocol(LanguageServerProtocol):
         if "jsonrpc" not in data:
             return data  # a nested object: structured with the message that holds it
         try:
-            return self._converter.structure(data, self._message_type(data))
+            kind = self._message_type(data)
+            if "id" in data and "method" in data and not _has_id(kind):
+                return Unreadable(data["id"], data["method"], "a notification, sent with an id", True)
+            return self._converter.structure(data, kind)
         except Exception as exc:  # any shape a client can send must become an answer, not a dropped message
             return Unreadable(data.get("id"), data.get("method"), describe(exc))
 
@@ -86,12 +93,19 @@ class FixpointProtocol(LanguageServerProtocol):
             log.warning("ignored %s: %s", _shown(method or "a message"), message.problem)
             return
         problem = f"{_shown(method)}: {message.problem}" if method else message.problem
-        log.warning("answered request %s with InvalidParams: %s", _shown(message.id), problem)
-        error = JsonRpcInvalidParams(problem).to_response_error()
+        log.warning("answered request %s with an error: %s", _shown(message.id), problem)
+        kind = JsonRpcInvalidRequest if message.invalid_request else JsonRpcInvalidParams
+        error = kind(problem).to_response_error()
         if method is not None:
             self._send_response(message.id, error=error)
         elif (future := self._request_futures.pop(message.id, None)) is not None:
             future.set_exception(JsonRpcException.from_error(error))  # the client's answer to our request
+
+    def _handle_cancel_notification(self, msg_id: MsgId) -> None:
+        if not isinstance(msg_id, (int, str)):  # lsprotocol lets a list through; it is no request's id
+            log.warning("ignored $/cancelRequest of %s: no request has that id", _shown(msg_id))
+            return
+        super()._handle_cancel_notification(msg_id)
 
     def _send_handler_result(self, future: Future[Any], *, msg_id: MsgId) -> None:
         """A handler's protocol error (an unknown command) is an answer like any other: no traceback."""
@@ -132,6 +146,11 @@ def _format(exc: BaseException, type_: Any) -> str:
     if isinstance(exc, ValueError) and not isinstance(exc, cattrs.BaseValidationError) and str(exc):
         return str(exc)
     return format_exception(exc, type_)
+
+
+def _has_id(kind: Any) -> bool:
+    """Whether messages of the lsprotocol (or pygls) type `kind` carry an id: requests and responses."""
+    return not attrs.has(kind) or "id" in attrs.fields_dict(kind)
 
 
 def _is_request(message: Any) -> bool:

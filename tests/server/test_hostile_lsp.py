@@ -26,7 +26,7 @@ from tests.server.test_hostile_tree import nest, unnest
 ROOT = Path(__file__).resolve().parents[2]
 ANSWER_TIMEOUT_S = 30.0
 """Far above any answer on these trees (a check is under 2 s); past it the request went unanswered."""
-INVALID_PARAMS, METHOD_NOT_FOUND = -32602, -32601
+INVALID_REQUEST, INVALID_PARAMS, METHOD_NOT_FOUND = -32600, -32602, -32601
 
 
 class Wire:
@@ -190,10 +190,14 @@ async def test_every_odd_request_gets_an_answer_and_the_log_has_no_traceback(wir
             "workspace/executeCommand", {"command": "fixpoint.rm", "arguments": []}
         ),
         "unknown method": await wire.request("fixpoint/nothing", {}),
+        "a notification with an id": await wire.request(
+            "textDocument/didClose", {"textDocument": {"uri": main}}
+        ),
     }
     assert {what: answer["error"]["code"] for what, answer in errors.items()} == {
         "no params": INVALID_PARAMS, "no range": INVALID_PARAMS, "arguments not a list": INVALID_PARAMS,
         "unknown command": INVALID_PARAMS, "unknown method": METHOD_NOT_FOUND,
+        "a notification with an id": INVALID_REQUEST,
     }  # fmt: skip
     assert (
         errors["unknown command"]["error"]["message"]
