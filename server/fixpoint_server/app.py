@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -21,7 +22,7 @@ from fixpoint_server import __version__, diagnostics, settings
 from fixpoint_server.checker import DISK_DELAY, Checker
 from fixpoint_server.findings import Finding
 from fixpoint_server.index import WorkspaceIndex
-from fixpoint_server.protocol import FixpointProtocol
+from fixpoint_server.protocol import NOT_JSON, FixpointProtocol, OneLineParseErrors, answer_parse_error
 from fixpoint_server.rules.context import FileKind
 from quantcore.project import FILENAME
 
@@ -61,6 +62,13 @@ class FixpointServer(LanguageServer):
         for message in [f.message for f in self.project_findings] + list(self.index.notes):
             self.warn(message)
 
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        """pygls' report of what went wrong outside a request; a body that is not JSON is answered."""
+        if source is JsonRpcException and isinstance(error, NOT_JSON):
+            answer_parse_error(self.protocol, error)  # type: ignore[arg-type]
+            return
+        super().report_server_error(error, source)
+
     def warn(self, message: str) -> None:
         self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Warning, message=message))
 
@@ -97,6 +105,7 @@ class FixpointServer(LanguageServer):
 
 _PARAMS = (FileKind.PARAMS_JSON,)
 server = FixpointServer()
+logging.getLogger("pygls.server").addFilter(OneLineParseErrors())
 
 
 @server.feature(lsp.INITIALIZE)

@@ -10,7 +10,8 @@ It also answers the protocol errors that handlers raise (an unknown command: Inv
 after shutdown, or a notification sent with an id: InvalidRequest) without a traceback in the log,
 and shuts down without pygls' own "dictionary changed size during iteration": pygls cancels the
 pending requests while iterating over the dict that the cancelled requests' callbacks remove
-themselves from.
+themselves from. A body that is not JSON at all is answered with a ParseError (id null, as JSON-RPC
+says) and logged as one line (`answer_parse_error`, `OneLineParseErrors`).
 """
 
 from __future__ import annotations
@@ -128,6 +129,27 @@ class FixpointProtocol(LanguageServerProtocol):
                 future.cancel()
         self._shutdown = True
         return None
+
+
+NOT_JSON = (ValueError, RecursionError)
+"""What json.loads raises for a body that is no JSON (UnicodeDecodeError is a ValueError too)."""
+
+
+def answer_parse_error(protocol: FixpointProtocol, error: Exception) -> None:
+    """Reply to a message body that is not JSON: ParseError with id null (the id was not readable)."""
+    log.warning("answered a message that is not JSON with ParseError: %s", describe(error))
+    error_object = {"code": lsp.ErrorCodes.ParseError.value, "message": f"not JSON: {describe(error)}"}
+    protocol._send_data({"jsonrpc": "2.0", "id": None, "error": error_object})  # lsprotocol drops a None id
+
+
+class OneLineParseErrors(logging.Filter):
+    """pygls logs a body that is not JSON with a traceback through json's decoder; the one line of
+    answer_parse_error says all there is to say, so the record is dropped. Other failures to handle a
+    message (a bug) keep their traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (record.getMessage() == "Unable to handle message" and isinstance(error, NOT_JSON))
 
 
 def describe(exc: Exception) -> str:

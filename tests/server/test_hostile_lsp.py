@@ -26,7 +26,7 @@ from tests.server.test_hostile_tree import nest, unnest
 ROOT = Path(__file__).resolve().parents[2]
 ANSWER_TIMEOUT_S = 30.0
 """Far above any answer on these trees (a check is under 2 s); past it the request went unanswered."""
-INVALID_REQUEST, INVALID_PARAMS, METHOD_NOT_FOUND = -32600, -32602, -32601
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS, METHOD_NOT_FOUND = -32700, -32600, -32602, -32601
 
 
 class Wire:
@@ -58,7 +58,9 @@ class Wire:
         return wire
 
     def send(self, message: dict[str, Any]) -> None:
-        body = json.dumps(message).encode()
+        self.send_body(json.dumps(message).encode())
+
+    def send_body(self, body: bytes) -> None:
         self.process.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # type: ignore[union-attr]
 
     def notify(self, method: str, params: Any) -> None:
@@ -203,6 +205,24 @@ async def test_every_odd_request_gets_an_answer_and_the_log_has_no_traceback(wir
         errors["unknown command"]["error"]["message"]
         == "Invalid Params: Command name 'fixpoint.rm' is not defined"
     )
+    assert_clean_exit(*await wire.stop())
+
+
+async def test_a_body_that_is_not_json_is_answered_with_a_parse_error(wire: Wire) -> None:
+    for body in (
+        b'{"jsonrpc": "2.0", "id": 9, "method": "textDocument/hover", "params": {',
+        b"\xff\xfe",
+        b"[" * 100_000,
+    ):
+        wire.send_body(body)
+    wire.send_body(b"[1, 2]")  # JSON, but no message: nothing to answer
+    assert "result" in await wire.request("workspace/executeCommand", {"command": "fixpoint.lastReport"})
+    answers = [m for m in wire.messages if "id" in m and m["id"] is None]
+    assert [(a["error"]["code"], a["error"]["message"].split(":")[:2]) for a in answers] == [
+        (PARSE_ERROR, ["not JSON", " JSONDecodeError"]),
+        (PARSE_ERROR, ["not JSON", " JSONDecodeError"]),  # bytes that no JSON encoding decodes
+        (PARSE_ERROR, ["not JSON", " RecursionError"]),
+    ]
     assert_clean_exit(*await wire.stop())
 
 
