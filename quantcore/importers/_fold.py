@@ -27,6 +27,7 @@ import numpy as np
 import onnx
 
 from quantcore import limits
+from quantcore.importers._external import graphs_of
 from quantcore.importers._fold_cost import ESTIMATORS, Call, Cost, Malformed, size
 from quantcore.support.names import shown
 
@@ -127,8 +128,8 @@ def _loop_iterations(call: Call) -> int | None:
 
 def _scan_iterations(call: Call) -> int:
     """Iterations of a Scan: the length of its scan inputs along the scan axis (opset 8: batch x time)."""
-    count = int(call.attrs.get("num_scan_inputs", 0))
-    scanned = [v for v in call.inputs[len(call.inputs) - count :] if v is not None] if count > 0 else []
+    count = _scan_inputs(call.attrs, len(call.inputs))
+    scanned = [v for v in call.inputs[len(call.inputs) - count :] if v is not None]
     if not scanned:
         raise Malformed("it has no scan input")
     shape = np.shape(scanned[0])
@@ -139,6 +140,15 @@ def _scan_iterations(call: Call) -> int:
     if not -len(shape) <= axis < len(shape):
         raise Malformed(f"its scan axis {axis} is outside a {len(shape)}-D input")
     return int(shape[axis])
+
+
+def _scan_inputs(attrs: Mapping[str, Any], inputs: int) -> int:
+    """A Scan's num_scan_inputs, checked against its inputs (onnx.reference loops over the number given
+    when it builds the node, before anything runs)."""
+    count = int(attrs.get("num_scan_inputs", 0))
+    if not 1 <= count <= inputs:
+        raise Malformed(f"its num_scan_inputs {count} is not between 1 and its {inputs} inputs")
+    return count
 
 
 def _iterations(budget: Budget, name: str, call: Call) -> None:
@@ -169,14 +179,9 @@ def _attributes(node: onnx.NodeProto) -> dict[str, Any]:
 def check(budget: Budget, node: onnx.NodeProto, inputs: Sequence[Any], opset: int) -> None:
     """Charge `node` run on `inputs` to the budget, or raise FoldRefused (also for an unknown operator)."""
     estimator = ESTIMATORS.get(node.op_type) if node.domain in _DEFAULT_DOMAINS else None
-    kind = shown(node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}")
+    kind = _kind(node)
     if estimator is None:
-        raise budget.refuse(
-            node.name,
-            kind,
-            f"{kind} on constant inputs is not computed at import: Fixpoint cannot bound its cost before it"
-            " runs - store its result in the model as an initializer",
-        )
+        raise budget.refuse(node.name, kind, _unbounded(kind))
     call = Call(node.op_type, _attributes(node), list(inputs), len(node.output), opset)
     try:
         _iterations(budget, node.name, call)
@@ -185,6 +190,32 @@ def check(budget: Budget, node: onnx.NodeProto, inputs: Sequence[Any], opset: in
         why = shown(str(e), 4 * limits.NAME_MAX_CHARS)  # it may quote long lists of the model's numbers
         raise budget.refuse(node.name, kind, f"{kind} cannot be computed at import: {why}") from None
     budget.admit(node.name, kind, cost)
+
+
+def screen(budget: Budget, node: onnx.NodeProto) -> None:
+    """Refuse `node` before onnx.reference even builds it when it, or a node of its subgraphs, is an
+    operator with no estimator, or one whose attributes make building it costly (a Scan's
+    num_scan_inputs)."""
+    for inner in (node, *(n for graph in graphs_of(node) for n in graph.node)):
+        kind = _kind(inner)
+        if inner.domain not in _DEFAULT_DOMAINS or inner.op_type not in ESTIMATORS:
+            raise budget.refuse(inner.name, kind, _unbounded(kind))
+        if inner.op_type == "Scan":
+            try:
+                _scan_inputs(_attributes(inner), len(inner.input))
+            except Malformed as e:
+                raise budget.refuse(inner.name, kind, f"{kind} cannot be computed at import: {e}") from None
+
+
+def _kind(node: onnx.NodeProto) -> str:
+    return shown(node.op_type if node.domain in _DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}")
+
+
+def _unbounded(kind: str) -> str:
+    return (
+        f"{kind} on constant inputs is not computed at import: Fixpoint cannot bound its cost before it"
+        " runs - store its result in the model as an initializer"
+    )
 
 
 def _guard(runner: Any, budget: Budget, opset: int) -> None:
@@ -230,6 +261,7 @@ class Folder:
     def run(self, node: onnx.NodeProto, feeds: Mapping[str, Any]) -> list[np.ndarray] | None:
         """The outputs of `node` on the constant `feeds` (its inputs and the outer values its subgraphs
         read); None when onnx.reference cannot run it; FoldRefused when it would pass a limit."""
+        screen(self.budget, node)
         try:
             evaluator = self._evaluator(node, opsets={"": self.opset})
             results: Any = evaluator.run(None, dict(feeds))

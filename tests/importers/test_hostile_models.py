@@ -166,6 +166,33 @@ def test_a_huge_tensor_inside_a_loop_body_is_refused_naming_both_nodes() -> None
     )
 
 
+def test_a_scan_is_checked_before_onnx_reference_builds_it() -> None:
+    """onnx.reference's Scan loops over num_scan_inputs when the node is built: 8 * 10^12 here."""
+    scan = helper.make_node(
+        "Scan", ["v0", "xs"], ["v"], name="scan0", body=_add_one(), num_scan_inputs=8 * 10**12
+    )
+    inits = {"v0": np.zeros((1, 4), np.float32), "xs": np.zeros((3, 1), np.float32)}
+    assert refusal(_x_plus([scan], "v", inits)) == (
+        "m.onnx: node 'scan0': Scan cannot be computed at import: its num_scan_inputs 8000000000000 is not"
+        " between 1 and its 2 inputs"
+    )
+
+
+def test_a_scan_of_too_many_iterations_is_refused() -> None:
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"])],
+        "body",
+        [value("s_in", [1]), value("x_t", [1])],
+        [value("s_out", [1])],
+    )
+    scan = helper.make_node("Scan", ["s0", "xs"], ["s"], name="scan0", body=body, num_scan_inputs=1)
+    inits = {"s0": np.zeros(1, np.float32), "xs": np.zeros((5000, 1), np.float32)}
+    assert refusal(_x_plus([scan], "s", inits)) == (
+        f"m.onnx: node 'scan0': Scan runs 5000 iterations at import; Fixpoint folds at most"
+        f" {limits.FOLD_MAX_LOOP_ITERATIONS} - {LOOP_ADVICE}"
+    )
+
+
 # -- tensors too large to compute -----------------------------------------------------------------------
 
 
