@@ -221,3 +221,19 @@ def test_the_index_never_opens_what_it_must_not_read(small: Path) -> None:
     assert index.read(small / "src" / "main.c") == "int main(void) { return 0; }\n"
     assert sorted(index.skipped) == [small / "src" / "pipe.c", small / "src" / "zero.c"]
     assert index.problem(small / "src" / "main.c") is None
+
+
+def test_a_fifo_as_the_fine_tuned_weights_is_not_opened(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "fw").resolve()
+    params = tree / "model" / "residual.params.json"
+    doc = json.loads(params.read_text())
+    doc["finetuned"] = {"method": "qat", "weights": "residual.finetuned.npz", "sha256": "0" * 64}
+    params.write_text(json.dumps(doc, indent=2) + "\n")
+    os.mkfifo(tree / "model" / "residual.finetuned.npz")
+    status, lines = check(tree, "--format", "json")
+    skipped = [f["message"] for f in json.loads("\n".join(lines)) if f["code"] == "skipped-file"]
+    problem = problem_of(tree / "model" / "residual.finetuned.npz", tree)
+    assert skipped == [
+        f"model not used: its fine-tuned weights '{tree}/model/residual.finetuned.npz' {problem}; the checks"
+        " that compare C code with this JSON's layers do not run"
+    ]

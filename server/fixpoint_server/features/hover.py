@@ -14,6 +14,7 @@ from typing import Any
 
 from fixpoint_server.parse.params import ParamsFile
 from fixpoint_server.rules.context import CheckContext
+from quantcore import display
 from quantcore.codegen.files import read_header
 from quantcore.codegen.names import c_identifier
 
@@ -72,12 +73,13 @@ def _layer_of(layers: list[dict[str, Any]], word: str) -> dict[str, Any] | None:
 def describe(params: ParamsFile, layer: dict[str, Any], report: dict[str, Any] | None) -> str:
     assert params.document is not None
     tensors = params.document["tensors"]
-    lines = [f"**{layer['name']}** - {layer['op']}, `{layer.get('kernel')}` ({params.path.name})", ""]
+    title = f"**{display.shorten(layer['name'])}** - {layer['op']}, `{layer.get('kernel')}`"
+    lines = [f"{title} ({params.path.name})", ""]
     for role in ("inputs", "outputs"):
         for name in layer.get(role, []):
             t = tensors.get(name, {})
             quant = f"scale {_num(t.get('scale'))}, zero point {t.get('zero_point')}, {t.get('dtype')}"
-            lines.append(f"- {role[:-1]} `{name}`: {quant}")
+            lines.append(f"- {role[:-1]} `{display.shorten(name)}`: {quant}")
     p = layer.get("params", {})
     if "input_offset" in p or "output_offset" in p:
         lines.append(f"- input_offset {p.get('input_offset')}, output_offset {p.get('output_offset')}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,20 @@ def classify(path: Path) -> FileKind | None:
     if name.endswith(".params.json") or name.endswith("_params.json") or name == "quant_params.json":
         return FileKind.PARAMS_JSON
     return _BY_SUFFIX.get(path.suffix.lower())
+
+
+def _unusable(path: Path, root: Path) -> str | None:
+    """Why a file the JSON names must not be loaded (outside the workspace; a FIFO or device: opening
+    it could block), or None; a missing file is left to the loader's own message."""
+    if not untrusted.is_inside(path, root):
+        return f"is outside the workspace {root}"
+    if not os.path.lexists(path):
+        return None
+    try:
+        untrusted.regular_file(path, root=root)
+    except untrusted.UntrustedInputError as exc:
+        return exc.problem
+    return None
 
 
 def _stamp(path: Path) -> str:
@@ -250,8 +265,9 @@ class CheckContext:
             return QuantizedModel(Graph("empty", {}, (), (), ()), model, problem)
 
         for what, path in (("the model", model), ("its fine-tuned weights", sidecar)):
-            if path is not None and not untrusted.is_inside(path, self.root):
-                return refused(f"{what} {display.name(path)} is outside the workspace {self.root}")
+            problem = None if path is None else _unusable(path, self.root)
+            if problem is not None:
+                return refused(f"{what} {display.name(path)} {problem}")
         try:
             return quantize_from(params, model)
         except Exception as exc:  # a hostile model can make onnx or numpy raise anything: a finding, no crash
