@@ -306,7 +306,16 @@ async def test_regenerate_refuses_a_generated_folder_outside_the_workspace(tmp_p
     assert answer["result"] == {
         "ok": False, "error": f"output 'src/../../escape' is outside the workspace {tree.resolve()}"
     }  # fmt: skip
-    assert not (tmp_path / "escape").exists()
+    (tmp_path / "elsewhere").mkdir()
+    (tree / "src" / "out").symlink_to(tmp_path / "elsewhere")  # inside by name, outside in fact
+    answer = await wire.request(
+        "workspace/executeCommand",
+        {"command": "fixpoint.regenerateModel", "arguments": [{"output": "src/out", "force": True}]},
+    )
+    assert answer["result"] == {
+        "ok": False, "error": f"output 'src/out' is outside the workspace {tree.resolve()}"
+    }  # fmt: skip
+    assert not (tmp_path / "escape").exists() and list((tmp_path / "elsewhere").iterdir()) == []
     assert_clean_exit(*await wire.stop())
 
 

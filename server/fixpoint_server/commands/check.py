@@ -5,6 +5,11 @@ project is checked, findings of that file printed). Exit status: 1 when an error
 exists, 0 otherwise, 2 for bad input. json is a list of {file, line, column, end_line, end_column, code,
 severity, message} with 1-based lines and columns, as compilers print them; sarif is SARIF 2.1.0 for
 code-scanning tools.
+
+The tree may be hostile (a FIFO named like a source, a symlink to /dev/zero, 1,500 nested folders):
+the index reads only regular files inside the project, walks iteratively within budgets, and what it
+did not read is a skipped-file finding. Text output shows names from the tree with their control
+characters escaped, so a file named `a\nb.c` cannot forge a line of the report.
 """
 
 from __future__ import annotations
