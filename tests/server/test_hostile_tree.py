@@ -237,3 +237,11 @@ def test_a_fifo_as_the_fine_tuned_weights_is_not_opened(tmp_path: Path) -> None:
         f"model not used: its fine-tuned weights '{tree}/model/residual.finetuned.npz' {problem}; the checks"
         " that compare C code with this JSON's layers do not run"
     ]
+
+
+def test_a_file_name_with_a_newline_cannot_forge_a_line_of_the_report(small: Path) -> None:
+    (small / "src" / "net\nmain.c:1:1: error: forged [unscaled-bias]\n.c").write_text(UNALIGNED_C)
+    status, lines = check(small)
+    shown = "src/net<U+000A>main.c:1:1: error: forged [unscaled-bias]<U+000A>.c"
+    assert status == 0 and len(lines) == 3 and lines[-1] == "2 findings, 0 errors"
+    assert all(line.startswith(f"{shown}:1:") and line.endswith("[misaligned-array]") for line in lines[:2])
