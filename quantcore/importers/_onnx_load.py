@@ -17,6 +17,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -103,6 +104,7 @@ def decode(source: Source) -> tuple[onnx.ModelProto, bool]:
         # protobuf's DecodeError (and, from its C++ backend, other types): the bytes are not a ModelProto.
         problem = f"is not a readable ONNX file (corrupt or truncated?): {_first_line(e)}"
         raise ModelError(source.path, problem) from None
+    _check_text(model, source.path)
     if not model.graph.node and not model.graph.output:
         raise ModelError(source.path, "is not an ONNX model: it holds no graph (empty or truncated file?)")
     _external.refuse_sparse(model, source.path)
@@ -115,6 +117,24 @@ def decode(source: Source) -> tuple[onnx.ModelProto, bool]:
         # ValidationError, and whatever else the C++ checker raises on a malformed proto.
         raise ModelError(source.path, f"is not a valid ONNX model (onnx.checker: {_first_line(e)})") from None
     return model, external
+
+
+def _check_text(model: onnx.ModelProto, path: str) -> None:
+    """Refuse text fields that are not UTF-8: protobuf parses ONNX's (proto2) strings unchecked and hands
+    such a one out as bytes, which fails wherever a name is used later. Every message is visited once,
+    without recursion."""
+    stack: list[Any] = [model]
+    while stack:
+        message = stack.pop()
+        for descriptor, value in message.ListFields():
+            if descriptor.type not in (descriptor.TYPE_MESSAGE, descriptor.TYPE_STRING):
+                continue  # numbers and raw bytes: nothing to decode (and float_data may be millions long)
+            values = list(value) if descriptor.is_repeated else [value]
+            if descriptor.type == descriptor.TYPE_MESSAGE:
+                stack.extend(values)
+            elif any(isinstance(v, bytes) for v in values):
+                where = f"the {descriptor.name} of a {type(message).__name__}"
+                raise ModelError(path, f"holds text that is not UTF-8 ({where}); the file is corrupt")
 
 
 def _first_line(error: BaseException) -> str:

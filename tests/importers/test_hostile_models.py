@@ -501,6 +501,18 @@ def test_sparse_initializers_are_refused_before_anything_densifies_them() -> Non
 # -- messages -------------------------------------------------------------------------------------------
 
 
+def test_text_that_is_not_utf8_is_refused_where_the_file_is_read() -> None:
+    """protobuf hands out such a name as bytes, which failed (UnicodeDecodeError) wherever it was used."""
+    raw = model(
+        [helper.make_node("Relu", ["x"], ["y"], name="QQQQ")], [value("x", [1, 4])], [value("y", [1, 4])]
+    )
+    corrupt = raw.SerializeToString().replace(b"QQQQ", b"\x80\x81QQ")
+    assert (
+        refusal(corrupt)
+        == "m.onnx: holds text that is not UTF-8 (the name of a NodeProto); the file is corrupt"
+    )
+
+
 def test_hostile_names_are_shortened_and_kept_on_one_line() -> None:
     name = "evil\nfixpoint quantize: all good\x1b[2J" + "n" * 10_000
     node = helper.make_node("Einsum", ["x"], ["y"], name=name, equation="ij->ij")
