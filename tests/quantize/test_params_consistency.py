@@ -152,6 +152,45 @@ def test_every_document_the_quantizer_writes_loads(
 # -- hand edits are refused with the JSON path and both values -------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def int16_doc(models: dict[tuple[str, int], pipeline.LoadedModel]) -> dict[str, Any]:
+    """The residual net with its add on int16 (CMSIS-NN's s16 add between two conversions and one back)."""
+    data = DataSet(np.random.default_rng(0).uniform(0, 1, (16, 1, 12, 12)).astype(np.float32))
+    options = pipeline.QuantizeOptions(
+        equalize=False, bias_correction=False, int16_layers=frozenset({"residual"})
+    )
+    document: dict[str, Any] = pipeline.quantize(models[("residual", 0)], data, options).document
+    return document
+
+
+def test_int16_layers_and_their_conversions_are_checked_too(int16_doc: dict[str, Any]) -> None:
+    assert validate(int16_doc) == []
+    doc = copy.deepcopy(int16_doc)
+    convert = _layer(doc, "pw.to_int16")
+    add = _layer(doc, "residual")
+    assert (convert["kernel"], add["kernel"], add["params"]["left_shift"]) == (
+        "fixpoint_requantize",
+        "arm_elementwise_add_s16",
+        15,
+    )
+    convert["params"]["multiplier"] += 1
+    convert["params"]["act_min"] = -128
+    add["params"]["left_shift"] = 20  # the int8 add's headroom
+    s_in, s_out = doc["tensors"]["pw"]["scale"], doc["tensors"]["pw@int16"]["scale"]
+    multiplier, shift = quantize_multiplier(s_in / s_out)
+    index = doc["layers"].index(convert)
+    assert [p.split(";")[0] for p in messages(doc)] == [
+        f"$.layers[{index}].params.multiplier: {multiplier + 1} does not follow from the recorded scales:"
+        f" s_in {s_in:.6g} / s_out {s_out:.6g} gives {multiplier} (shift {shift})",
+        f'$.layers[{index}].params.act_min: -128 does not follow from the int16 range of output "pw@int16": a'
+        " conversion does not clamp further",
+        f"$.layers[{index + 2}].params.left_shift: 20 does not follow from the recorded scales"
+        f' ("pw@int16" {doc["tensors"]["pw@int16"]["scale"]:.6g}, "pool1@int16"'
+        f" {doc['tensors']['pool1@int16']['scale']:.6g}, output {doc['tensors']['relu2']['scale']:.6g}) in"
+        " TFLite's add scheme, which give 15",
+    ]
+
+
 def edited(**changes: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     doc = golden()
     for change in changes.values():
