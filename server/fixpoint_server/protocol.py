@@ -56,6 +56,8 @@ class Unreadable:
 
 
 class FixpointProtocol(LanguageServerProtocol):
+    """pygls' LSP protocol, answering what pygls drops (see the module docstring)."""
+
     def structure_message(self, data: dict[str, Any]) -> Any:
         """`data` as the lsprotocol type of its method, or Unreadable (pygls' own logs and raises)."""
         if "jsonrpc" not in data:
