@@ -8,6 +8,7 @@ the import changes (transposed weights, alpha-scaled weights, a broadcast bias) 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,12 +16,18 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from quantcore import limits
 from quantcore.errors import ModelError
 from quantcore.importers._onnx_load import Loaded, Shape
 from quantcore.importers._qdq import Plan
 from quantcore.ir import DType, Layout, Node, Op, QuantParams, Tensor
 from quantcore.support import OnnxNode
 from quantcore.support.names import quoted, shown
+
+ACTIVATION_MAX_ELEMENTS = 16 * limits.MIB
+"""Elements of one activation tensor (16 MB in int8, more than any Cortex-M's RAM): a larger one comes
+from a broken or hostile model (a Pad of 40000 rows), and onnxruntime would allocate it for every
+calibration sample. To move to quantcore.limits."""
 
 FIX_SHAPES = (
     "export the model with static input shapes (torch.onnx.export without dynamic_axes/dynamic_shapes, "
@@ -115,7 +122,7 @@ class Builder:
                 f"graph input {quoted(value.name)} is {_type_name(elem_type)};"
                 " Fixpoint imports float32 models"
             )
-        self._activation(value.name, self.shape(value.name, first_reader))
+        self._activation(value.name, self.shape(value.name, first_reader), first_reader)
         return value.name
 
     def activation(self, value: str, node: str) -> str:
@@ -134,7 +141,7 @@ class Builder:
                 "(integer tensors are only allowed where they can be computed at import)",
                 node,
             )
-        return self._activation(self.name(value), self.shape(value, node))
+        return self._activation(self.name(value), self.shape(value, node), node)
 
     def synthesize(self, node: str, role: str, shape: tuple[int, ...]) -> str:
         """A new activation with no ONNX counterpart (listed in Graph.meta["synthesized"])."""
@@ -142,7 +149,15 @@ class Builder:
         self.synthesized.append(name)
         return self._activation(name, shape)
 
-    def _activation(self, name: str, shape: tuple[int, ...]) -> str:
+    def _activation(self, name: str, shape: tuple[int, ...], node: str | None = None) -> str:
+        elements = math.prod(shape)
+        if elements > ACTIVATION_MAX_ELEMENTS:
+            raise self.error(
+                f"tensor {quoted(name)} of shape {shape} has {elements} elements; Fixpoint takes activations"
+                f" of at most {ACTIVATION_MAX_ELEMENTS} (no microcontroller holds more) - check the model's"
+                " shapes",
+                node,
+            )
         layout = Layout.NCHW if len(shape) == 4 else None
         self.tensors[name] = Tensor(
             name, shape, DType.FLOAT32, layout=layout, quant=self.plan.quant.get(name)

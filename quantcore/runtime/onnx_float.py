@@ -44,7 +44,7 @@ class OnnxFloat:
                 proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # see the docstring
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # fatal only: an error reaches the user as a ModelError, once
         try:
             self.session = ort.InferenceSession(
                 proto.SerializeToString(), options, providers=["CPUExecutionProvider"]

@@ -27,6 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 from quantcore import limits, pipeline
 from quantcore.errors import ModelError, UnsupportedError
 from quantcore.importers import import_onnx
+from quantcore.importers._builder import ACTIVATION_MAX_ELEMENTS
 from quantcore.importers._fold import EVALUATION_OVERHEAD, FOLD_MAX_OPERATIONS, Budget
 from quantcore.importers._fold_cost import Cost
 from quantcore.importers._onnx_load import name_nodes
@@ -326,6 +327,23 @@ def test_the_total_of_all_folds_is_limited() -> None:
         f" computes at most {limits.FOLD_MAX_TOTAL_ELEMENTS} for one model - {ADVICE}"
     )
     assert budget.refused is info.value and budget.elements == limits.FOLD_MAX_TOTAL_ELEMENTS
+
+
+def test_an_activation_no_microcontroller_holds_is_refused_before_onnxruntime_allocates_it() -> None:
+    """A Pad of an activation is a layer, not a fold: onnxruntime would allocate its 6.4 GB output for
+    every calibration sample."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("Pad", ["c", "p"], ["d"], name="pad"),
+        helper.make_node("GlobalAveragePool", ["d"], ["y"], name="gap"),
+    ]
+    inits = {"w": np.ones((1, 1, 1, 1), np.float32), "p": np.array([0, 0, 0, 0, 0, 0, 40000, 40000], I64)}
+    raw = model(nodes, [value("x", [1, 1, 8, 8])], [value("y", None)], inits).SerializeToString()
+    assert refusal(raw) == (
+        "m.onnx: node 'pad': tensor 'd' of shape (1, 1, 40008, 40008) has 1600640064 elements; Fixpoint takes"
+        f" activations of at most {ACTIVATION_MAX_ELEMENTS} (no microcontroller holds more) - check the"
+        " model's shapes"
+    )
 
 
 # -- the same refusals wherever models are loaded -------------------------------------------------------
