@@ -4,11 +4,11 @@ With a fixpoint.toml, every bad value is a project-settings finding at its key's
 kept and the server goes on). Without one, the project is what the tree suggests: the only quant-params
 JSON (if there is exactly one), the model it records, and the folder holding Fixpoint-generated sources.
 
-The workspace boundary holds for settings too: `model`, `params` and `generated` must resolve (symlinks
-too) inside the project root, or they are refused at their line like any bad value - `generated =
-'../escape'` must not make a regeneration write outside the workspace. ([cmsis_nn] path is exempt: it
-names the user's CMSIS-NN checkout, outside the workspace by design.) A fixpoint.toml that is not a
-regular file inside the workspace (a FIFO, a symlink out) is not read; the skipped-file rule says so.
+The workspace boundary holds for settings too: quantcore.project refuses a `model`, `params` or
+`generated` that resolves outside the project folder, at its line, like any bad value; `refusal` tells
+a command that needs such a setting why it must refuse rather than use the default in its place
+(`generated = '../escape'` must not make a regeneration write anywhere). A fixpoint.toml that is not
+a regular file inside the workspace (a FIFO, a symlink out) is not read; the skipped-file rule says so.
 """
 
 from __future__ import annotations
@@ -21,12 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from fixpoint_server.findings import Code, Finding, Span
-from quantcore import display, limits, untrusted
+from quantcore import limits, untrusted
 from quantcore.codegen.files import read_header
 from quantcore.project import FILENAME, SEVERITIES, Problem, Project, load_project
 
-BOUNDED = ("model", "params", "generated")
-"""The settings that name files in the workspace (read, or written by the commands)."""
 Reader = Callable[[Path], str | None]
 
 
@@ -37,40 +35,16 @@ def load(root: Path) -> tuple[Project, list[Finding]]:
     if not os.path.lexists(path):
         return defaults, []
     try:
-        text = untrusted.read_text(path, limit=limits.SOURCE_MAX_BYTES, root=root)
+        untrusted.regular_file(path, root=root)
     except untrusted.UntrustedInputError:
-        return defaults, []  # a FIFO, a symlink out, too large: reported by the skipped-file rule
-    project, problems = load_project(path)
+        return defaults, []  # a FIFO, a symlink out: never opened; the skipped-file rule says so
+    project, problems = load_project(path)  # too large or not UTF-8: one problem, at line 1
     problems += _unknown_rules(project)
-    findings = [_finding(path, text, p) for p in problems]
-    project, refused = _inside(root, project, path, text)
-    return project, findings + refused
-
-
-def _inside(root: Path, project: Project, path: Path, text: str) -> tuple[Project, list[Finding]]:
-    """`project` with every BOUNDED setting that leaves `root` back at its default, and their findings."""
-    defaults = Project(generated=root / "generated")
-    refused: list[Finding] = []
-    for key in BOUNDED:
-        value = getattr(project, key)
-        problem = None if value is None else _outside(value, root)
-        if problem is not None:
-            project = dataclasses.replace(project, **{key: getattr(defaults, key)})
-            refused.append(_finding(path, text, Problem(key, problem)))
-    return project, refused
-
-
-def _outside(value: Path, root: Path) -> str | None:
-    """Why the setting `value` may not be used (it leaves `root`), or None."""
-    shown = display.name(os.fspath(value))
     try:
-        if untrusted.is_inside(value, root):
-            return None
-        real = os.path.realpath(value)
-    except ValueError:  # a NUL byte in the path
-        return f"{shown} is not a usable path"
-    via = f" (it resolves to {display.name(real)})" if real != os.path.abspath(value) else ""
-    return f"{shown}{via} leads outside the workspace {root}: Fixpoint reads and writes only inside it"
+        text = untrusted.read_text(path, limit=limits.TOML_MAX_BYTES, root=root)
+    except untrusted.UntrustedInputError:
+        text = ""  # its problem says why; it is placed at the top
+    return project, [_finding(path, text, p) for p in problems]
 
 
 def refusal(findings: Iterable[Finding], key: str) -> str | None:

@@ -246,3 +246,12 @@ def test_a_file_name_with_a_newline_cannot_forge_a_line_of_the_report(small: Pat
     shown = "src/net<U+000A>main.c:1:1: error: forged [unscaled-bias]<U+000A>.c"
     assert status == 0 and len(lines) == 3 and lines[-1] == "2 findings, 0 errors"
     assert all(line.startswith(f"{shown}:1:") and line.endswith("[misaligned-array]") for line in lines[:2])
+
+
+def test_a_fixpoint_toml_over_its_size_limit_is_one_finding(small: Path) -> None:
+    toml = small / "fixpoint.toml"
+    with toml.open("wb") as f:
+        f.truncate(limits.TOML_MAX_BYTES + 1)
+    project, findings = settings.load(small)
+    assert project.path == toml and [(f.code, f.span.line) for f in findings] == [(Code.PROJECT_SETTINGS, 0)]
+    assert "is larger than Fixpoint reads" in findings[0].message
