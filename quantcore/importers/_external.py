@@ -12,61 +12,14 @@ any size.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import onnx
 
 from quantcore import limits, untrusted
 from quantcore.errors import ModelError
+from quantcore.importers._walk import graphs, nodes, tensors
 from quantcore.support.names import shown
-
-
-def graphs(model: onnx.ModelProto) -> Iterator[onnx.GraphProto]:
-    """The main graph and every subgraph (of If, Loop, Scan, functions), without recursion."""
-    stack = [model.graph]
-    stack += [g for function in model.functions for g in _subgraphs(function.node)]
-    while stack:
-        graph = stack.pop()
-        yield graph
-        stack.extend(_subgraphs(graph.node))
-
-
-def graphs_of(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    """The subgraphs of one node (a Loop's body, an If's branches) and theirs, without recursion."""
-    stack = _subgraphs([node])
-    while stack:
-        graph = stack.pop()
-        yield graph
-        stack.extend(_subgraphs(graph.node))
-
-
-def _subgraphs(nodes: Iterable[onnx.NodeProto]) -> list[onnx.GraphProto]:
-    found = []
-    for node in nodes:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                found.append(attribute.g)
-            found.extend(attribute.graphs)
-    return found
-
-
-def _nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    for graph in graphs(model):
-        yield from graph.node
-    for function in model.functions:
-        yield from function.node
-
-
-def tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every dense tensor the model stores: initializers and tensor attributes, subgraphs included."""
-    for graph in graphs(model):
-        yield from graph.initializer
-    for node in _nodes(model):
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            yield from attribute.tensors
 
 
 def refuse_sparse(model: onnx.ModelProto, path: str) -> None:
@@ -74,7 +27,7 @@ def refuse_sparse(model: onnx.ModelProto, path: str) -> None:
     for graph in graphs(model):
         for tensor in graph.sparse_initializer:
             raise ModelError(path, _sparse(tensor.values.name))
-    for node in _nodes(model):
+    for node in nodes(model):
         for attribute in node.attribute:
             if attribute.HasField("sparse_tensor") or len(attribute.sparse_tensors):
                 raise ModelError(path, _sparse(node.name or node.op_type))

@@ -27,8 +27,8 @@ import numpy as np
 import onnx
 
 from quantcore import limits
-from quantcore.importers._external import graphs_of
 from quantcore.importers._fold_cost import ESTIMATORS, Call, Cost, Malformed, size
+from quantcore.importers._walk import graphs_of
 from quantcore.support.names import shown
 
 FOLD_MAX_OPERATIONS = 1 << 31

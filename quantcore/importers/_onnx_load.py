@@ -27,6 +27,7 @@ from quantcore import limits, untrusted
 from quantcore.errors import ModelError
 from quantcore.importers import _external, _qdq
 from quantcore.importers._fold import Folder, FoldRefused
+from quantcore.importers._walk import graphs_of
 from quantcore.ir import QuantParams
 from quantcore.support.names import quoted, shown
 
@@ -269,7 +270,7 @@ def _outer_names(node: onnx.NodeProto) -> set[str]:
     """Values of the enclosing graph that the node's subgraphs (Loop/Scan/If bodies) read."""
     read: set[str] = set()
     made: set[str] = set()
-    for graph in _external.graphs_of(node):
+    for graph in graphs_of(node):
         made.update(v.name for v in graph.input)
         made.update(t.name for t in graph.initializer)
         for inner in graph.node:
