@@ -9,14 +9,17 @@ Conv2d-BatchNorm2d pair arrives as one CONV2D. torch is optional: `pip install '
 from __future__ import annotations
 
 import io
+import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from quantcore import limits, untrusted
 from quantcore.errors import ModelError
 from quantcore.importers import _onnx_load
 from quantcore.importers.onnx import _import
 from quantcore.ir import Graph
+from quantcore.support.names import shown
 
 OPSET = 17
 """The opset the export asks for (well inside the 11-21 range the importer is tested on)."""
@@ -80,13 +83,18 @@ def load_torch_checkpoint(path: str) -> Mapping[str, Any]:
     """A checkpoint's state dict, read with torch.load(weights_only=True): tensors and plain containers
     only, never arbitrary pickled objects (a checkpoint from elsewhere cannot run code)."""
     torch = _torch()
+    if not os.path.lexists(path):
+        raise ModelError(path, "no such checkpoint file")
+    try:  # a regular file within the model size limit, never a FIFO or a device
+        data = untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES)
+    except untrusted.UntrustedInputError as e:
+        raise ModelError(path, e.problem) from None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise ModelError(path, "no such checkpoint file") from None
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:
         # Unpickling errors come in many types (UnpicklingError, RuntimeError for a bad zip, ...).
-        raise ModelError(path, f"cannot read the checkpoint with weights_only=True: {e}") from None
+        why = shown(" ".join(str(e).split()), 4 * limits.NAME_MAX_CHARS)
+        raise ModelError(path, f"cannot read the checkpoint with weights_only=True: {why}") from None
     if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping):
         state = state["state_dict"]
     if not isinstance(state, Mapping):

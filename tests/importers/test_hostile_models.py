@@ -589,3 +589,16 @@ def test_naming_many_duplicate_nodes_takes_linear_time() -> None:
     assert (
         names[:3] == ["same", "same_1", "same_2"] and names[-1] == "same_49999" and len(set(names)) == 50_000
     )
+
+
+def test_a_checkpoint_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from quantcore.importers import load_torch_checkpoint
+
+    os.mkfifo(tmp_path / "weights.pt")
+    with deadline(20), pytest.raises(ModelError) as info:
+        load_torch_checkpoint(str(tmp_path / "weights.pt"))
+    assert str(info.value) == (
+        f"{tmp_path / 'weights.pt'}: is a FIFO (named pipe), not a regular file; Fixpoint reads only regular"
+        " files"
+    )
