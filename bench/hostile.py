@@ -103,8 +103,9 @@ def main() -> int:
             print(f"{result.outcome:9} {result.seconds:5.1f} s  {result.case}", file=sys.stderr, flush=True)
 
     try:
+        fixtures = Fixtures(folder / "fixtures", product)
         results = run_all(
-            runnable, Fixtures(folder / "fixtures", product), folder / "cases", args.jobs, progress
+            runnable, fixtures, folder / "cases", args.jobs, progress, keep=args.keep is not None
         )
     finally:
         if args.keep is None:

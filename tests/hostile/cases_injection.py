@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from tests.hostile import cscan, kit, models, names
-from tests.hostile.runner import Case, Plan, ok, refuse
+from tests.hostile.runner import Case, Check, Plan, ok, refuse
 from tests.hostile.workspace import QUICK, Workspace
 
 # -- injection -------------------------------------------------------------------------------------------
@@ -24,18 +24,24 @@ def _model_names(place: str, text: str) -> models.Names:
     return models.Names()
 
 
-def no_leak(marker: str):  # type: ignore[no-untyped-def]
-    """The check that `marker` is nowhere code in the generated sources, harness or linker script."""
+def no_leak(marker: str, compile_check: bool) -> Check:
+    """The check that `marker` is nowhere code in the generated sources, harness or linker script (and,
+    with `compile_check`, that the generated sources still compile: a broken literal breaks the build)."""
 
     def check(w: Workspace) -> tuple[str, str] | None:
         found = cscan.leaks(cscan.generated_files(w.path("gen"), w.path("build")), marker)
-        return (
-            ("injected", f"{marker} from the hostile name is code at {', '.join(found[:4])}")
-            if found
-            else None
-        )
+        if found:
+            return "injected", f"{marker} from the hostile name is code at {', '.join(found[:4])}"
+        broken = cscan.syntax_errors(w.path("gen"), kit.cmsis_nn_dir() / "Include") if compile_check else None
+        return ("injected", f"the hostile name broke the generated C: {broken}") if broken else None
 
     return check
+
+
+VERIFIED = ("node", "model-file", "params-file")
+"""Placements whose text reaches the firmware's transcript or every generated header: run on the host too.
+For the others the generated sources are compiled (not built and run), which keeps the corpus fast."""
+VERIFY_SRC = ("verify", "--target", "host", "--src", "gen", "--no-float-metrics")
 
 
 def injection_case(kind: str, place: str, index: int) -> Case:
@@ -47,31 +53,20 @@ def injection_case(kind: str, place: str, index: int) -> Case:
         model = f"{text}.onnx" if place == "model-file" else "model.onnx"
         params = f"{text}.params.json" if place == "params-file" else "model.params.json"
         models.save(models.tiny(_model_names(place, text)), w.path(model))
-        return Plan(
-            [
-                ok("quantize", model, "--calib", "calib.npz", "-o", params, *QUICK),
-                ok("generate", "--params", params, "--model", model, "-o", "gen"),
-                ok(
-                    "verify",
-                    "--target",
-                    "host",
-                    "--src",
-                    "gen",
-                    "--model",
-                    model,
-                    "--params",
-                    params,
-                    "--no-float-metrics",
-                ),
-            ],
-            checks=[no_leak(marker)],
-        )
+        steps = [
+            ok("quantize", model, "--calib", "calib.npz", "-o", params, *QUICK),
+            ok("generate", "--params", params, "--model", model, "-o", "gen"),
+        ]
+        if place not in VERIFIED:
+            return Plan(steps, checks=[no_leak(marker, compile_check=True)])
+        verify = ok(*VERIFY_SRC, "--model", model, "--params", params)
+        return Plan([*steps, verify], checks=[no_leak(marker, compile_check=False)])
 
     return Case(
         f"injection/{place}-{kind}",
         "injection",
         setup,
-        f"{kind} text in the {place} name: quantize, generate and host verify pass, the name is never code",
+        f"{kind} text in the {place} name: quantize, generate (and host verify) pass, the name is never code",
         needs=("cmsis-nn", "gcc"),
     )
 
@@ -84,12 +79,16 @@ def injection_cases() -> list[Case]:
 
 FLOOD_C = """\
 #include <stdio.h>
+#include <string.h>
 
-/* A firmware that prints in a loop before main(): the runner must stream its output with a cap. */
+/* A firmware that prints without end (and without a newline) before main(): the runner must stream its
+   output and stop it at a cap, not keep it all in memory. */
 __attribute__((constructor)) static void flood(void)
 {
+    static char block[65536];
+    memset(block, 'F', sizeof block);
     for (;;) {
-        fputs("FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD FLOOD\\n", %s);
+        fwrite(block, 1, sizeof block, %s);
     }
 }
 """
@@ -100,7 +99,7 @@ def _flood(stream: str) -> Case:
         w.copy("tiny", *kit.TINY, "gen")
         w.write("gen/flood.c", FLOOD_C % stream)
         argv = (*kit.VERIFY, "--src", "gen", "--timeout", "20")
-        return Plan([refuse(*argv, names=[("output", "bytes", "MiB", "MB")], timeout=45)])
+        return Plan([refuse(*argv, names=[("MiB", "MB", "bytes", "limit")], timeout=45)])
 
     return Case(
         f"high/verify-{stream}-flood",

@@ -280,10 +280,8 @@ def _outside_input(key: str) -> Setup:
     def setup(w: Workspace) -> Plan:
         w.copy("tiny", *kit.TINY, to="../outside")
         kit.tiny(w)
-        w.write(
-            "fixpoint.toml",
-            f'model = "tiny.onnx"\nparams = "tiny.params.json"\n{key} = "../outside/{_file(key)}"\n',
-        )
+        other = "params" if key == "model" else "model"
+        w.write("fixpoint.toml", f'{other} = "{_file(other)}"\n{key} = "../outside/{_file(key)}"\n')
         return Plan([refuse("generate", "-o", "gen", names=["fixpoint.toml", key])])
 
     return setup
@@ -321,10 +319,14 @@ def _external(location: str, make: Callable[[Workspace], object] | None = None) 
     return setup
 
 
+PASSWD = "../" * 16 + "etc/passwd"
+"""../../../etc/passwd with enough ".." to reach /etc/passwd from any workspace."""
+
+
 def _prefix(prefix: str) -> Setup:
     def setup(w: Workspace) -> Plan:
         kit.tiny(w)
-        return Plan([usage(*kit.GENERATE, "--prefix", prefix, names=["--prefix"])])
+        return Plan([usage(*kit.GENERATE, "--prefix", prefix, names=[("--prefix", "prefix")])])
 
     return setup
 
@@ -365,13 +367,13 @@ def boundary_cases() -> list[Case]:
         _case(
             "evaluate-model-path-passwd",
             b,
-            _model_path("../../../etc/passwd", "evaluate"),
+            _model_path(PASSWD, "evaluate"),
             "a params JSON whose model.path is ../../../etc/passwd",
         ),
         _case(
             "generate-model-path-passwd",
             b,
-            _model_path("../../../etc/passwd", "generate"),
+            _model_path(PASSWD, "generate"),
             "generate without --model from a JSON whose model.path is ../../../etc/passwd",
         ),
         _case(

@@ -76,9 +76,13 @@ PARAM_EDITS: dict[str, tuple[Edit, tuple[str, ...], str]] = {
     "act-min-above-max": (_set("act_min", 100), ("act_min",), "act_min above act_max"),
     "scale-1e-300": (_tensor("relu.out", "scale", 1e-300), ("scale",), "an activation scale of 1e-300"),
     "scale-negative": (_tensor("relu.out", "scale", -0.02), ("scale",), "a negative activation scale"),
-    "weight-scale-1e300": (_tensor("conv.w", "scale", [1e300] * 4), ("scale",), "weight scales of 1e300"),
+    "weight-scale-1e300": (
+        _tensor("conv.weight", "scale", [1e300] * 4),
+        ("scale",),
+        "weight scales of 1e300",
+    ),
     "bias-scale-edited": (
-        _tensor("conv.b", "scale", [1.0] * 4),
+        _tensor("conv.bias", "scale", [1.0] * 4),
         ("scale", "bias"),
         "bias scales not s_in*s_w",
     ),
@@ -127,19 +131,19 @@ def numbers_cases() -> list[Case]:
         _case(
             "generate-alignment-0",
             n,
-            _steps(usage(*kit.GENERATE, "--alignment", "0", names=["--alignment"])),
+            _steps(usage(*kit.GENERATE, "--alignment", "0", names=[("--alignment", "alignment")])),
             "--alignment 0",
         ),
         _case(
             "generate-alignment-3",
             n,
-            _steps(usage(*kit.GENERATE, "--alignment", "3", names=["--alignment"])),
+            _steps(usage(*kit.GENERATE, "--alignment", "3", names=[("--alignment", "alignment")])),
             "--alignment 3 (not a power of two)",
         ),
         _case(
             "generate-alignment-negative",
             n,
-            _steps(usage(*kit.GENERATE, "--alignment", "-16", names=["--alignment"])),
+            _steps(usage(*kit.GENERATE, "--alignment", "-16", names=[("--alignment", "alignment")])),
             "--alignment -16",
         ),
         _case("quantize-workers-0", n, _steps(_quantize_option("--workers", "0")), "--workers 0"),
@@ -593,7 +597,7 @@ def _two_io(w: Workspace) -> Plan:
                 "-o",
                 "o.json",
                 *QUICK,
-                names=["two.onnx", "input"],
+                names=["two.onnx", ("2 inputs", "two inputs")],
             )
         ]
     )

@@ -78,3 +78,22 @@ def leaks(files: list[Path], marker: str) -> list[str]:
             if ident == marker:
                 places.append(f"{path.name}:{line}")
     return places
+
+
+def syntax_errors(folder: Path, include: Path) -> str | None:
+    """The first error gcc finds in the C files of `folder` (syntax and types only, nothing built)."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        raise RuntimeError("gcc is needed to compile generated C")
+    for source in sorted(folder.glob("*.c")):
+        done = subprocess.run(
+            [gcc, "-std=c11", "-fsyntax-only", f"-I{folder}", f"-I{include}", str(source)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode != 0:
+            errors = [line for line in done.stderr.splitlines() if "error" in line]
+            return f"{source.name} does not compile: {(errors or [done.stderr.strip()])[0][-200:]}"
+    return None

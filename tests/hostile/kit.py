@@ -176,10 +176,15 @@ def board_project(w: Workspace, serial: str, gdb_remote: str, uart_base: bool = 
 # -- what a case needs ------------------------------------------------------------------------------------
 
 
-def cmsis_nn_present() -> bool:
+def cmsis_nn_dir() -> Path:
+    """The CMSIS-NN checkout the product finds without a setting: FIXPOINT_CMSIS_NN, else the cache."""
     configured = os.environ.get("FIXPOINT_CMSIS_NN")
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fixpoint" / "cmsis-nn"
-    return (Path(configured) if configured else cache).joinpath("Include", "arm_nnfunctions.h").is_file()
+    return Path(configured) if configured else cache
+
+
+def cmsis_nn_present() -> bool:
+    return cmsis_nn_dir().joinpath("Include", "arm_nnfunctions.h").is_file()
 
 
 NEEDS: dict[str, Callable[[], bool]] = {

@@ -97,7 +97,7 @@ def _reversed_range(w: Workspace) -> Scenario:
 
 
 def _hostile_open(w: Workspace) -> Scenario:
-    name = "evil\n*/ int FXPWN_LSP; /*\x1b[31m\u202e.c"
+    name = 'evil\n#error FXPWN_LSP "q" \\\x1b[31m\u202e.c'  # no "/": one file name
     path = w.write(f"src/{name}", "int evil;\n")
     return Scenario([did_open(path, "int evil;\n"), hover(path, 0, 4), command(CHECK)])
 

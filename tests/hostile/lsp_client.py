@@ -10,6 +10,7 @@ nothing written outside the workspace (checked by the runner).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -20,7 +21,7 @@ from typing import Any
 from tests.hostile import process
 from tests.hostile.runner import _TRACEBACK, _short
 
-REQUEST_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 20.0
 EXIT_TIMEOUT_S = 10.0
 
 
@@ -176,18 +177,16 @@ def _budget(action: Any) -> float:
 
 def _play(client: Client, root: Path, scenario: Scenario) -> str | None:
     """The first request left unanswered (as text), or None when every one was answered."""
-    if (
-        client.request(
-            "initialize", initialize_params(root, scenario.init_options), scenario.initialize_timeout
-        )
-        is None
-    ):
+    init = initialize_params(root, scenario.init_options)
+    if client.request("initialize", init, scenario.initialize_timeout) is None:
         return f"no answer to initialize within {scenario.initialize_timeout:g} s"
     client.notify("initialized", {})
     problem = None
     for action in scenario.actions:
+        if problem is not None:
+            break  # a server that left one request unanswered is stuck: go to shutdown
         if isinstance(action, Request):
-            if client.request(action.method, action.params, action.timeout) is None and problem is None:
+            if client.request(action.method, action.params, action.timeout) is None:
                 params = _short(json.dumps(action.params), 100)
                 problem = f"no answer to {action.method} {params} within {action.timeout:g} s"
         elif isinstance(action, Notify):
@@ -214,13 +213,23 @@ def _wait(server: subprocess.Popen[bytes]) -> int | None:
         return None
 
 
+_EXCEPTION = re.compile(r"^[\s|+]*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\w*(?::.*)?)$")
+
+
+def exception_line(stderr: str, start: int) -> str:
+    """What a logged traceback at `start` was about: the log line before it and its first exception."""
+    start = stderr.rfind("\n", 0, start) + 1
+    before = stderr[:start].rstrip("\n").rsplit("\n", 1)[-1].strip()
+    found = next((m.group(1) for line in stderr[start:].splitlines() if (m := _EXCEPTION.match(line))), "")
+    return ": ".join(part for part in (before, found) if part) or "a traceback"
+
+
 def _outcome(problem: str | None, code: int | None, killed: str | None, stderr: str) -> tuple[str, str]:
     if killed == "memory":
         return "crash", f"server killed by the memory watchdog (RSS above {process.MEMORY_LIMIT >> 30} GiB)"
     found = _TRACEBACK.search(stderr)
     if found:
-        lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith(" ")]
-        return "crash", f"server stderr: {_short(lines[-1] if lines else found.group(0))} ({found.group(0)})"
+        return "crash", f"server stderr: {_short(exception_line(stderr, found.start()))} ({found.group(0)})"
     if problem is not None and code not in (0, None):
         return "crash", f"the server exited with status {code}; {problem}"
     if problem is not None:

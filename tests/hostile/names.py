@@ -43,7 +43,7 @@ FILE_PLACEMENTS = ("model-file", "params-file")
 FULL_MATRIX_PLACEMENTS = ("node",)
 """Placements tried with every kind; the others get CORE_KINDS (the corpus must run in minutes)."""
 
-CORE_KINDS = ("comment-end", "newline", "double-quote", "backslash", "trigraph", "control", "long")
+CORE_KINDS = ("comment-end", "newline", "double-quote", "backslash", "trigraph")
 
 
 def marker(index: int) -> str:

@@ -35,7 +35,7 @@ OUTCOMES = ("crash", "hang", "outside", "damaged", "injected", "accepted", "refu
 ERROR = "error"
 """Not an outcome of the product: the runner could not set the case up (reported, never hidden)."""
 DEFAULT_TIMEOUT_S = 60.0
-HANG_TIMEOUT_S = 25.0
+HANG_TIMEOUT_S = 20.0
 """For cases built to hang: a fixed product refuses them in seconds."""
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\b(MemoryError|RecursionError)\b")
@@ -249,12 +249,13 @@ def run_all(
     folder: Path,
     jobs: int = 2,
     on_result: Callable[[Result], None] | None = None,
+    keep: bool = False,
 ) -> list[Result]:
     """Every case, `jobs` at a time (threads: the work is in child processes); results in case order."""
     folder.mkdir(parents=True, exist_ok=True)
 
     def one(case: Case) -> Result:
-        result = run_case(case, fixtures, folder)
+        result = run_case(case, fixtures, folder, keep)
         if on_result is not None:
             on_result(result)
         return result
