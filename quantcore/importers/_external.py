@@ -18,19 +18,14 @@ import onnx
 
 from quantcore import limits, untrusted
 from quantcore.errors import ModelError
-from quantcore.importers._walk import graphs, nodes, tensors
+from quantcore.importers._walk import sparse_tensors, tensors
 from quantcore.support.names import shown
 
 
 def refuse_sparse(model: onnx.ModelProto, path: str) -> None:
     """Refuse sparse initializers and sparse constants (a few bytes that densify to any size)."""
-    for graph in graphs(model):
-        for tensor in graph.sparse_initializer:
-            raise ModelError(path, _sparse(tensor.values.name))
-    for node in nodes(model):
-        for attribute in node.attribute:
-            if attribute.HasField("sparse_tensor") or len(attribute.sparse_tensors):
-                raise ModelError(path, _sparse(node.name or node.op_type))
+    for tensor in sparse_tensors(model):
+        raise ModelError(path, _sparse(tensor.values.name))
 
 
 def _sparse(name: str) -> str:

@@ -17,7 +17,6 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
@@ -27,7 +26,7 @@ from quantcore import limits, untrusted
 from quantcore.errors import ModelError
 from quantcore.importers import _external, _qdq
 from quantcore.importers._fold import Folder, FoldRefused
-from quantcore.importers._walk import graphs_of
+from quantcore.importers._walk import graphs_of, messages
 from quantcore.ir import QuantParams
 from quantcore.support.names import quoted, shown
 
@@ -122,18 +121,12 @@ def decode(source: Source) -> tuple[onnx.ModelProto, bool]:
 
 def _check_text(model: onnx.ModelProto, path: str) -> None:
     """Refuse text fields that are not UTF-8: protobuf parses ONNX's (proto2) strings unchecked and hands
-    such a one out as bytes, which fails wherever a name is used later. Every message is visited once,
-    without recursion."""
-    stack: list[Any] = [model]
-    while stack:
-        message = stack.pop()
+    such a one out as bytes, which fails wherever a name is used later."""
+    for message in messages(model):
         for descriptor, value in message.ListFields():
-            if descriptor.type not in (descriptor.TYPE_MESSAGE, descriptor.TYPE_STRING):
-                continue  # numbers and raw bytes: nothing to decode (and float_data may be millions long)
-            values = list(value) if descriptor.is_repeated else [value]
-            if descriptor.type == descriptor.TYPE_MESSAGE:
-                stack.extend(values)
-            elif any(isinstance(v, bytes) for v in values):
+            if descriptor.type != descriptor.TYPE_STRING:
+                continue
+            if any(isinstance(v, bytes) for v in (value if descriptor.is_repeated else [value])):
                 where = f"the {descriptor.name} of a {type(message).__name__}"
                 raise ModelError(path, f"holds text that is not UTF-8 ({where}); the file is corrupt")
 

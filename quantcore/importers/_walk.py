@@ -1,56 +1,42 @@
-"""Walking an ONNX model's graphs without recursion: a hostile model nests subgraphs (If in Loop in If...)
-as deep as protobuf lets it, and every walk over them here uses an explicit stack."""
+"""Walking an ONNX model without recursion: every message it holds, whatever the nesting.
+
+A hostile model nests subgraphs (If in Loop in If...) and hides tensors wherever the format allows one
+(a function's default attributes, a training graph), so the walks here visit every message of the
+protobuf with an explicit stack instead of listing the places a tensor or a graph usually is.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import onnx
 
 
-def graphs(model: onnx.ModelProto) -> Iterator[onnx.GraphProto]:
-    """The main graph and every subgraph (of If, Loop, Scan, functions), without recursion."""
-    stack = [model.graph]
-    stack += [g for function in model.functions for g in _subgraphs(function.node)]
+def messages(root: Any) -> Iterator[Any]:
+    """`root` and every protobuf message inside it, depth first, without recursion."""
+    stack = [root]
     while stack:
-        graph = stack.pop()
-        yield graph
-        stack.extend(_subgraphs(graph.node))
+        message = stack.pop()
+        yield message
+        for descriptor, value in message.ListFields():
+            if descriptor.type != descriptor.TYPE_MESSAGE:
+                continue  # numbers, text and raw bytes (float_data may be millions long)
+            if descriptor.is_repeated:
+                stack.extend(value)
+            else:
+                stack.append(value)
 
 
 def graphs_of(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    """The subgraphs of one node (a Loop's body, an If's branches) and theirs, without recursion."""
-    stack = _subgraphs([node])
-    while stack:
-        graph = stack.pop()
-        yield graph
-        stack.extend(_subgraphs(graph.node))
-
-
-def _subgraphs(nodes: Iterable[onnx.NodeProto]) -> list[onnx.GraphProto]:
-    found = []
-    for node in nodes:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                found.append(attribute.g)
-            found.extend(attribute.graphs)
-    return found
-
-
-def nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    """Every node of every graph and function of the model."""
-    for graph in graphs(model):
-        yield from graph.node
-    for function in model.functions:
-        yield from function.node
+    """The subgraphs of one node (a Loop's body, an If's branches) and theirs."""
+    return (m for m in messages(node) if isinstance(m, onnx.GraphProto))
 
 
 def tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
-    """Every dense tensor the model stores: initializers and tensor attributes, subgraphs included."""
-    for graph in graphs(model):
-        yield from graph.initializer
-    for node in nodes(model):
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            yield from attribute.tensors
+    """Every dense tensor the model stores, wherever it is."""
+    return (m for m in messages(model) if isinstance(m, onnx.TensorProto))
+
+
+def sparse_tensors(model: onnx.ModelProto) -> Iterator[onnx.SparseTensorProto]:
+    return (m for m in messages(model) if isinstance(m, onnx.SparseTensorProto))

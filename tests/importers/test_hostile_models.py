@@ -433,6 +433,29 @@ def test_external_data_outside_the_folder_is_refused(folder: Path) -> None:
     )
 
 
+def test_external_data_is_found_wherever_the_model_hides_a_tensor(folder: Path) -> None:
+    """A function's default attribute is a tensor too; onnxruntime would read its data relative to the
+    current folder when run from bytes."""
+    hidden = numpy_helper.from_array(np.ones(4, np.float32), "hidden")
+    hidden.ClearField("raw_data")
+    hidden.data_location = TensorProto.EXTERNAL
+    entry = hidden.external_data.add()
+    entry.key, entry.value = "location", "../outside.bin"
+    function = helper.make_function(
+        "custom", "F", ["a"], ["b"], [helper.make_node("Identity", ["a"], ["b"])], []
+    )
+    function.attribute_proto.append(helper.make_attribute("bias", hidden))
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [value("x", [1, 4])], [value("y", [1, 4])])
+    m.functions.append(function)
+    onnx.save(m, folder / "model.onnx")
+    with pytest.raises(ModelError) as info:
+        import_onnx(folder / "model.onnx")
+    assert str(info.value) == (
+        f"{folder / 'model.onnx'}: tensor 'hidden': external data location '../outside.bin' leads outside the"
+        f" model's folder; {KEEP}"
+    )
+
+
 def test_external_data_through_a_symlink_out_of_the_folder_is_refused(folder: Path) -> None:
     (folder / "link.bin").symlink_to("../outside.bin")
     (folder / "zero.bin").symlink_to("/dev/zero")
