@@ -99,8 +99,7 @@ def main() -> int:
     started = time.monotonic()
 
     def progress(result: Result) -> None:
-        if not args.json:
-            print(f"{result.outcome:9} {result.seconds:5.1f} s  {result.case}", file=sys.stderr, flush=True)
+        print(f"{result.outcome:9} {result.seconds:5.1f} s  {result.case}", file=sys.stderr, flush=True)
 
     try:
         fixtures = Fixtures(folder / "fixtures", product)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.hostile import cscan, kit, models, names
-from tests.hostile.runner import Case, Check, Plan, ok, refuse
+from tests.hostile.runner import Case, Check, Plan, Step, ok, refuse
 from tests.hostile.workspace import QUICK, Workspace
 
 # -- injection -------------------------------------------------------------------------------------------
@@ -19,8 +20,12 @@ def _model_names(place: str, text: str) -> models.Names:
         return models.Names(node=lambda role: f"{text} {role}")
     if place == "tensor":
         return models.Names(tensor=lambda role: f"{text} {role}")
-    if place in ("input", "output", "graph"):
-        return models.Names(**{place: text})
+    if place == "input":
+        return models.Names(input=text)
+    if place == "output":
+        return models.Names(output=text)
+    if place == "graph":
+        return models.Names(graph=text)
     return models.Names()
 
 
@@ -71,8 +76,34 @@ def injection_case(kind: str, place: str, index: int) -> Case:
     )
 
 
+BOARD_NAME_KINDS = ("comment-end", "newline", "double-quote")
+
+
+def board_name_case(kind: str, index: int) -> Case:
+    """A hostile [board] name: it names the build folder and reaches the harness, startup code and the
+    linker script. Built (exit 0, the name never code) or refused with one line naming fixpoint.toml."""
+    marker = names.marker(index)
+    text = names.KINDS[kind](marker)
+
+    def setup(w: Workspace) -> Plan:
+        kit.tiny(w)
+        kit.board_project(w, "/dev/null", "127.0.0.1:1", name=text)
+        step = Step(("build", "--cases", "1"), frozenset({0, 2}), names=["fixpoint.toml"], message=True)
+        return Plan([step], checks=[no_leak(marker, compile_check=False)])
+
+    return Case(
+        f"injection/board-name-{kind}",
+        "injection",
+        setup,
+        f"{kind} text as the board's name in fixpoint.toml: built with the name escaped, or refused",
+        needs=("cmsis-nn", "arm"),
+    )
+
+
 def injection_cases() -> list[Case]:
-    return [injection_case(kind, place, n) for n, (kind, place) in enumerate(names.selection(), start=1)]
+    pairs = names.selection()
+    cases = [injection_case(kind, place, n) for n, (kind, place) in enumerate(pairs, start=1)]
+    return cases + [board_name_case(k, len(pairs) + n) for n, k in enumerate(BOARD_NAME_KINDS, start=1)]
 
 
 # -- high severity ------------------------------------------------------------------------------------------
@@ -208,7 +239,7 @@ def _fsmonitor_toml(w: Workspace) -> Plan:
     return Plan([ok(*kit.VERIFY)])
 
 
-def _install_ref(ref: str):  # type: ignore[no-untyped-def]
+def _install_ref(ref: str) -> Callable[[Workspace], Plan]:
     def setup(w: Workspace) -> Plan:
         hostile_checkout(w)
         env = {"XDG_CACHE_HOME": str(w.path("cache"))}

@@ -26,15 +26,18 @@ def _check(*argv: str) -> Step:
     return Step(("check", *argv), frozenset({0, 1}), timeout=HANG_TIMEOUT_S)
 
 
-def _quantize(model: str, calib: str = "calib.npz", names: tuple[object, ...] = ()) -> Step:
+Names = tuple[str | tuple[str, ...], ...]
+
+
+def _quantize(model: str, calib: str = "calib.npz", names: Names = ()) -> Step:
     argv = ("quantize", model, "--calib", calib, "-o", "out.params.json", *QUICK)
-    return refuse(*argv, names=[*names] or [model], timeout=HANG_TIMEOUT_S)  # type: ignore[list-item]
+    return refuse(*argv, names=names or (model,), timeout=HANG_TIMEOUT_S)
 
 
 # -- constant folding ---------------------------------------------------------------------------------------
 
-LOOP_NAMES = ("loop.onnx", ("endless_loop", "Loop"))
-HUGE_NAMES = ("huge.onnx", ("huge_constant", "ConstantOfShape"))
+LOOP_NAMES: Names = ("loop.onnx", ("endless_loop", "Loop"))
+HUGE_NAMES: Names = ("huge.onnx", ("huge_constant", "ConstantOfShape"))
 
 
 def _fold_model(kind: str) -> Callable[[Workspace], None]:
@@ -155,13 +158,13 @@ TREE_CASES: dict[str, tuple[Callable[[Workspace], object], str]] = {
 
 
 def _direct(
-    argv_of: Callable[[str], tuple[str, ...]], relative: str, names: tuple[object, ...]
+    argv_of: Callable[[str], tuple[str, ...]], relative: str, names: Names
 ) -> Callable[[Callable[[Workspace, str], object]], Setup]:
     def with_file(make: Callable[[Workspace, str], object]) -> Setup:
         def setup(w: Workspace) -> Plan:
             kit.tiny(w)
             make(w, relative)
-            return Plan([refuse(*argv_of(relative), names=[*names], timeout=HANG_TIMEOUT_S)])  # type: ignore[list-item]
+            return Plan([refuse(*argv_of(relative), names=names, timeout=HANG_TIMEOUT_S)])
 
         return setup
 
@@ -235,6 +238,32 @@ def _npy_header_lies(w: Workspace) -> Plan:
     return Plan([_quantize("tiny.onnx", "lies.npy", names=("lies.npy",))])
 
 
+def _deep_params(kind: str, command: str) -> Setup:
+    def setup(w: Workspace) -> Plan:
+        kit.tiny(w)
+        w.write("deep.params.json", kit.deep_json(kind=kind))
+        if command == "evaluate":
+            argv: tuple[str, ...] = ("evaluate", "tiny.onnx", "deep.params.json", "--data", "calib.npz")
+        else:
+            argv = ("generate", "--params", "deep.params.json", "--model", "tiny.onnx", "-o", "gen")
+        return Plan([refuse(*argv, names=["deep.params.json"], timeout=HANG_TIMEOUT_S)])
+
+    return setup
+
+
+def _deep_json_cases() -> list[Case]:
+    return [
+        _case(
+            f"{command}-deep-json-{'arrays' if kind == '[]' else 'objects'}",
+            "exhaustion",
+            _deep_params(kind, command),
+            f"{command} with a params JSON of 200,000 nested {'arrays' if kind == '[]' else 'objects'}",
+        )
+        for command in ("evaluate", "generate")
+        for kind in ("[]", "{}")
+    ]
+
+
 def exhaustion_cases() -> list[Case]:
     cases = [*_fold_cases("loop"), *_fold_cases("huge")]
     cases += [
@@ -242,6 +271,7 @@ def exhaustion_cases() -> list[Case]:
         for name, (change, about) in TREE_CASES.items()
     ]
     cases += _special_file_cases()
+    cases += _deep_json_cases()
     cases += [
         _case(
             "quantize-png-bomb-900mp",
@@ -331,9 +361,23 @@ def _prefix(prefix: str) -> Setup:
     return setup
 
 
+def _board_name_parent(w: Workspace) -> Plan:
+    """[board] name = "../../outside/evil": the default build folder, build/<target>, must not follow it."""
+    kit.tiny(w)
+    kit.board_project(w, "/dev/null", "127.0.0.1:1", name="../../outside/evil")
+    return Plan([Step(("build", "--cases", "1"), frozenset({0, 2}), names=["fixpoint.toml"], message=True)])
+
+
 def boundary_cases() -> list[Case]:
     b = "boundary"
     return [
+        _case(
+            "build-board-name-parent",
+            b,
+            _board_name_parent,
+            "a board named ../../outside/evil: its build folder must stay inside",
+            needs=("cmsis-nn", "arm"),
+        ),
         _case(
             "generate-toml-generated-parent",
             b,

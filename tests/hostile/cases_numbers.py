@@ -208,7 +208,6 @@ def numbers_cases() -> list[Case]:
             _calibration(np.full(calib.shape, 1e300)),
             "float64 calibration values that overflow float32",
         ),
-        _case("calib-bool", n, _calibration(calib > 0.5), "boolean calibration data"),
     ]
     return cases
 
@@ -257,7 +256,7 @@ def _graph(change: Callable[[onnx.ModelProto], None]) -> Callable[[], bytes]:
     def build() -> bytes:
         model = models.tiny()
         change(model)
-        return model.SerializeToString()
+        return bytes(model.SerializeToString())
 
     return build
 

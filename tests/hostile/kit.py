@@ -146,29 +146,40 @@ def listening_port(w: Workspace) -> int:
 
 
 def pty(w: Workspace, locked: bool) -> str:
-    """A pseudo-terminal's device path (a serial port without hardware); `locked`: held with an exclusive
-    flock, as a terminal program that opened it exclusively holds it. Closed when the case ends."""
+    """A pseudo-terminal's device path (a serial port without hardware: its master end stays open until the
+    case ends). `locked`: the device itself is also held, with an exclusive flock, as a terminal program
+    that opened it exclusively holds it; else nobody has the device open."""
     master, slave = os.openpty()
+    path = os.ttyname(slave)
     if locked:
         fcntl.flock(slave, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    else:
+        os.close(slave)
+    held = (slave, master) if locked else (master,)
 
     def close() -> None:
-        for fd in (slave, master):
+        for fd in held:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
     w.later(close)
-    return os.ttyname(slave)
+    return path
 
 
-def board_project(w: Workspace, serial: str, gdb_remote: str, uart_base: bool = True) -> None:
-    """fixpoint.toml for a real board flashed through a GDB server and read on `serial`."""
-    base = "uart_base = 0x40004000\n" if uart_base else ""
+def _toml_string(text: str) -> str:
+    """A TOML basic string: JSON's escapes are TOML's, as long as non-ASCII stays as UTF-8."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def board_project(w: Workspace, serial: str, gdb_remote: str, name: str = "board") -> None:
+    """fixpoint.toml for a real board (QEMU mps2-an386's memory map and UART) flashed through a GDB
+    server and read on `serial`."""
     w.write(
         "fixpoint.toml",
-        'model = "tiny.onnx"\nparams = "tiny.params.json"\ntarget = "board"\n\n'
-        '[board]\ncore = "cortex-m4"\nflash_origin = 0x00000000\nflash_size = "4M"\n'
-        f'ram_origin = 0x20000000\nram_size = "4M"\n{base}\n'
+        f'model = "tiny.onnx"\nparams = "tiny.params.json"\ntarget = {_toml_string(name)}\n\n'
+        f"[board]\nname = {_toml_string(name)}\n"
+        'core = "cortex-m4"\nflash_origin = 0x00000000\nflash_size = "4M"\n'
+        'ram_origin = 0x20000000\nram_size = "4M"\nuart_base = 0x40004000\n\n'
         f'[flash]\nbackend = "gdb"\nserial = "{serial}"\ngdb_remote = "{gdb_remote}"\n',
     )
 

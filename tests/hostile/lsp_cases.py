@@ -134,11 +134,17 @@ def _malformed(w: Workspace) -> Scenario:
     )
 
 
+def frame(body: bytes) -> bytes:
+    """`body` as one LSP frame (right Content-Length, whatever the body holds)."""
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
 def _broken_frames(w: Workspace) -> Scenario:
     return Scenario(
         [
-            Raw(b"Content-Length: 10\r\n\r\n{not json}"),
-            Raw(b'Content-Length: 30\r\n\r\n{"jsonrpc": "2.0", "id": "x"}'),
+            Raw(frame(b"{not json}")),
+            Raw(frame(b'{"jsonrpc": "2.0", "id": "x"}')),
+            Raw(frame(b'{"jsonrpc": "2.0", "id": 99, "method": "textDocument/hover", "params": [1, 2]}')),
             Sleep(0.5),
             command(CHECK),
         ]

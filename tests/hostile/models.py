@@ -229,7 +229,7 @@ def calibration(samples: int = 8, seed: int = 0) -> np.ndarray:
 
 
 def save_npz(path: Path, **arrays: np.ndarray) -> Path:
-    np.savez(path, **arrays)  # type: ignore[arg-type]
+    np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy types allow_pickle as the 2nd arg
     return path
 
 

@@ -54,10 +54,16 @@ class Step:
     env: dict[str, str] = field(default_factory=dict)
     fsize: int | None = None
     """RLIMIT_FSIZE for the command (a write past it fails, as on a full disk)."""
+    message: bool | None = None
+    """Whether a non-zero exit must come with a one-line message naming `names` (default: for refusals)."""
 
     @property
     def refusal(self) -> bool:
         return 0 not in self.exits
+
+    @property
+    def needs_message(self) -> bool:
+        return self.refusal if self.message is None else self.message
 
 
 def ok(*argv: str, **kw: Any) -> Step:
@@ -132,7 +138,7 @@ def classify_step(step: Step, done: process.Finished) -> tuple[str, str]:
     if found:
         return "crash", f"{label}: {_last_line(done.stderr)} ({found.group(0)})"
     if done.returncode in step.exits:
-        return _message_outcome(step, done, label) if step.refusal else ("pass", "")
+        return _message_outcome(step, done, label) if done.returncode and step.needs_message else ("pass", "")
     if done.returncode == 0:
         return "accepted", f"{label}: exit 0, expected a refusal naming {_names(step)}"
     if not step.refusal:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,7 +163,7 @@ class Workspace:
 
     case_dir: Path
     fixtures: Fixtures
-    cleanups: list[Callable[[], None]] = field(default_factory=list)
+    cleanups: list[Callable[[], object]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.ws.mkdir(parents=True)
@@ -213,10 +213,10 @@ class Workspace:
         path = self.ws / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as handle:
-            np.savez(handle, **arrays)  # type: ignore[arg-type]
+            np.savez(handle, **arrays)  # type: ignore[arg-type]  # as in models.save_npz
         return path
 
-    def later(self, cleanup: Callable[[], None]) -> None:
+    def later(self, cleanup: Callable[[], object]) -> None:
         self.cleanups.append(cleanup)
 
     def close(self) -> None:
@@ -267,7 +267,7 @@ def surroundings(case_dir: Path) -> dict[str, tuple[int, int, int]]:
     return state
 
 
-def changed(before: dict[str, tuple[int, ...]], after: dict[str, tuple[int, ...]]) -> list[str]:
+def changed(before: Mapping[str, tuple[int, ...]], after: Mapping[str, tuple[int, ...]]) -> list[str]:
     """Paths created, removed or changed between two snapshots, sorted."""
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
