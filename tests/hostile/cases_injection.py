@@ -230,8 +230,7 @@ def _fsmonitor_env(w: Workspace) -> Plan:
 def _fsmonitor_toml(w: Workspace) -> Plan:
     """[cmsis_nn] path naming a clone of the real checkout with a hostile fsmonitor: verify still passes."""
     kit.tiny(w)
-    source = Path(os.environ.get("FIXPOINT_CMSIS_NN") or Path.home() / ".cache" / "fixpoint" / "cmsis-nn")
-    subprocess.run(["git", "clone", "-q", "--local", str(source), str(w.path("nn"))], check=True)
+    subprocess.run(["git", "clone", "-q", "--local", str(kit.cmsis_nn_dir()), str(w.path("nn"))], check=True)
     hook = w.write("nn-fsmonitor.sh", f'#!/bin/sh\ntouch "{w.outside}/fsmonitor-ran"\nexit 0\n')
     hook.chmod(0o755)
     _git(w.path("nn"), "config", "core.fsmonitor", str(hook))
@@ -263,6 +262,7 @@ def high_cases() -> list[Case]:
             "high",
             _atomic_immutable,
             "model_data.c cannot be replaced: the other two must not be replaced either",
+            needs=("immutable",),
         ),
         Case(
             "high/serial-port-busy",
@@ -290,7 +290,7 @@ def high_cases() -> list[Case]:
             "high",
             _fsmonitor_toml,
             "[cmsis_nn] path names a checkout whose core.fsmonitor runs a program; verify runs git there",
-            needs=("git", "cmsis-nn", "gcc"),
+            needs=("git", "cmsis-nn-git", "gcc"),
         ),
         Case(
             "high/cmsis-install-ref-option-f",

@@ -327,8 +327,20 @@ def tracebacks_cases() -> list[Case]:
     verify_needs = ("cmsis-nn", "gcc")
     quantize_o = ("quantize", "tiny.onnx", "--calib", "calib.npz", *QUICK, "-o")
     return [
-        _case("generate-read-only-output", t, _readonly_generate, "generate into a read-only folder"),
-        _case("quantize-read-only-output", t, _readonly_quantize, "quantize -o into a read-only folder"),
+        _case(
+            "generate-read-only-output",
+            t,
+            _readonly_generate,
+            "generate into a read-only folder",
+            needs=("read-only",),
+        ),
+        _case(
+            "quantize-read-only-output",
+            t,
+            _readonly_quantize,
+            "quantize -o into a read-only folder",
+            needs=("read-only",),
+        ),
         _case(
             "generate-output-is-a-file",
             t,

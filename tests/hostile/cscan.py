@@ -25,6 +25,9 @@ _TOKEN = re.compile(
 )
 
 
+_LINE_MARKER = re.compile(r'^# (\d+) "')
+
+
 def phases_1_2(text: str) -> str:
     """Line endings (CR, CR LF) to LF, trigraphs replaced, backslash-newline spliced, as C11 does."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -33,12 +36,13 @@ def phases_1_2(text: str) -> str:
 
 
 def without_comments(text: str) -> str:
-    """The text with its comments removed by gcc (directives kept, no macro expanded)."""
+    """The text with its comments removed by gcc (directives kept, no macro expanded), with gcc's line
+    markers (`# 12 "<stdin>"`) that say which line of the input each line of output is."""
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
         raise RuntimeError("gcc is needed to scan generated C")
     done = subprocess.run(
-        [gcc, "-fpreprocessed", "-dD", "-E", "-P", "-x", "c", "-"],
+        [gcc, "-fpreprocessed", "-dD", "-E", "-x", "c", "-"],
         input=phases_1_2(text).encode("utf-8", "surrogateescape"),
         capture_output=True,
         timeout=60,
@@ -48,11 +52,17 @@ def without_comments(text: str) -> str:
 
 
 def code_tokens(text: str) -> list[tuple[int, str]]:
-    """(line, identifier) of every identifier outside string literals and character constants."""
+    """(input line, identifier) of every identifier outside string literals and character constants, in
+    gcc's output (literals never span lines there: phases 1-2 are done)."""
     found = []
-    for match in _TOKEN.finditer(text):
-        if match.group("ident"):
-            found.append((text.count("\n", 0, match.start()) + 1, match.group("ident")))
+    line = 1
+    for row in text.split("\n"):
+        marker = _LINE_MARKER.match(row)
+        if marker:
+            line = int(marker.group(1))
+            continue
+        found += [(line, m.group("ident")) for m in _TOKEN.finditer(row) if m.group("ident")]
+        line += 1
     return found
 
 
@@ -68,7 +78,8 @@ def generated_files(*folders: Path) -> list[Path]:
 
 
 def leaks(files: list[Path], marker: str) -> list[str]:
-    """`file:line` of each place where `marker` is a token of code (outside comments and literals)."""
+    """`file:line` of each place where `marker` is a token of code (outside comments and literals); the
+    line counts lines as C does after phases 1-2 (a lone CR ends a line, a spliced line joins the last)."""
     places = []
     for path in files:
         text = path.read_bytes().decode("utf-8", "surrogateescape")

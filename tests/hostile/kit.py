@@ -198,8 +198,16 @@ def cmsis_nn_present() -> bool:
     return cmsis_nn_dir().joinpath("Include", "arm_nnfunctions.h").is_file()
 
 
+def can_make_read_only() -> bool:
+    """A folder can be made unwritable for the product: by mode bits, or (root ignores them) chattr +i."""
+    return os.geteuid() != 0 or shutil.which("chattr") is not None
+
+
 NEEDS: dict[str, Callable[[], bool]] = {
     "cmsis-nn": cmsis_nn_present,
+    "cmsis-nn-git": lambda: cmsis_nn_present() and (cmsis_nn_dir() / ".git").exists(),
+    "read-only": can_make_read_only,
+    "immutable": lambda: os.geteuid() == 0 and shutil.which("chattr") is not None,
     "arm": lambda: all(shutil.which(t) for t in ("arm-none-eabi-gcc", "qemu-system-arm", "gdb-multiarch")),
     "git": lambda: shutil.which("git") is not None,
     "gcc": lambda: shutil.which("gcc") is not None,

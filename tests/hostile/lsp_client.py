@@ -21,7 +21,7 @@ from typing import Any
 from tests.hostile import process
 from tests.hostile.runner import _TRACEBACK, _short
 
-REQUEST_TIMEOUT_S = 20.0
+REQUEST_TIMEOUT_S = 30.0
 EXIT_TIMEOUT_S = 10.0
 
 

@@ -41,6 +41,7 @@ class Guard:
     process: subprocess.Popen[bytes]
     deadline: float
     watched_files: Sequence[Path] = ()
+    memory_limit: int = MEMORY_LIMIT
     reason: str | None = None
     peak_rss: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -59,7 +60,7 @@ class Guard:
         while not self._stop.is_set() and self.process.poll() is None:
             rss = sum(tree(self.process.pid).values())
             self.peak_rss = max(self.peak_rss, rss)
-            if rss > MEMORY_LIMIT:
+            if rss > self.memory_limit:
                 self.kill("memory")
             elif time.monotonic() > self.deadline:
                 self.kill("timeout")
@@ -145,6 +146,7 @@ def run(
     timeout: float,
     logs: Path,
     fsize: int | None = None,
+    memory_limit: int = MEMORY_LIMIT,
 ) -> Finished:
     """Run `argv` in its own session under a Guard; stdout/stderr go to files in `logs` (read back capped)."""
     logs.mkdir(parents=True, exist_ok=True)
@@ -163,7 +165,7 @@ def run(
             stderr=err,
             start_new_session=True,
         )
-        guard = Guard(process, started + timeout, (out_path, err_path)).start()
+        guard = Guard(process, started + timeout, (out_path, err_path), memory_limit).start()
         try:
             returncode = process.wait()
         finally:

@@ -35,7 +35,7 @@ OUTCOMES = ("crash", "hang", "outside", "damaged", "injected", "accepted", "refu
 ERROR = "error"
 """Not an outcome of the product: the runner could not set the case up (reported, never hidden)."""
 DEFAULT_TIMEOUT_S = 60.0
-HANG_TIMEOUT_S = 20.0
+HANG_TIMEOUT_S = 30.0
 """For cases built to hang: a fixed product refuses them in seconds."""
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\b(MemoryError|RecursionError)\b")
@@ -103,7 +103,7 @@ class Case:
     setup: Callable[[Workspace], Plan]
     about: str = ""
     needs: tuple[str, ...] = ()
-    """Tools the case cannot run without (kit.NEEDS): cmsis-nn, arm, git, gcc."""
+    """What the case cannot run without (kit.NEEDS: cmsis-nn, arm, git, gcc, ...): skipped, with why."""
 
 
 @dataclass(frozen=True)
