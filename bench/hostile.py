@@ -61,16 +61,26 @@ def table(results: list[Result], skipped: dict[str, str], seconds: float, source
         counts = Counter(r.outcome for r in chosen)
         row = [len(chosen), *(counts[c] for c in COLUMNS[1:])]
         lines.append(f"{klass:12}" + "".join(f"{v:>9}" for v in row))
+    hidden = Counter(also for r in results for also in r.also)
+    if hidden:
+        lines.append(
+            "also found behind a more severe outcome: "
+            + ", ".join(f"{name} {hidden[name]}" for name in OUTCOMES if hidden[name])
+        )
     errors = [r for r in results if r.outcome == ERROR]
     if errors:
         lines.append(f"\n{len(errors)} cases could not be set up (runner errors, not product outcomes)")
     failing = sorted((r for r in results if r.outcome != "pass"), key=lambda r: r.case)
     if failing:
         lines += ["", "not passing:"]
-        lines += [f"  {r.case:55} {r.outcome:9} {r.detail}" for r in failing]
+        lines += [f"  {r.case:55} {r.outcome:9} {r.detail}{_also(r)}" for r in failing]
     if skipped:
         lines += ["", "skipped:"] + [f"  {case:55} needs {why}" for case, why in sorted(skipped.items())]
     return "\n".join(lines)
+
+
+def _also(result: Result) -> str:
+    return f" (also {', '.join(result.also)})" if result.also else ""
 
 
 def as_json(results: list[Result], skipped: dict[str, str], seconds: float, source: Path) -> str:
@@ -83,7 +93,7 @@ def as_json(results: list[Result], skipped: dict[str, str], seconds: float, sour
         "source": str(source), "size": len(results) + len(skipped), "seconds": round(seconds, 1),
         "classes": classes,
         "results": [{"case": r.case, "class": r.klass, "outcome": r.outcome, "detail": r.detail,
-                     "seconds": round(r.seconds, 2)} for r in results],
+                     "also": list(r.also), "seconds": round(r.seconds, 2)} for r in results],
         "skipped": skipped,
     }, indent=1)  # fmt: skip
 

@@ -631,10 +631,10 @@ baud = -1
 """
 
 
-def _unsupported(w: Workspace) -> Plan:
+def _unsupported(w: Workspace, name: str = "trig") -> Plan:
     kit.tiny(w)
     model = models.tiny()
-    model.graph.node.insert(2, helper.make_node("Sin", ["relu.out"], ["sin.out"], name="trig"))
+    model.graph.node.insert(2, helper.make_node("Sin", ["relu.out"], ["sin.out"], name=name))
     model.graph.node[3].input[0] = "sin.out"
     w.write("sin.onnx", model.SerializeToString())
     return Plan(
@@ -698,6 +698,12 @@ def unclear_cases() -> list[Case]:
         ),
         _case("quantize-two-inputs-two-outputs", u, _two_io, "a two-input, two-output model"),
         _case("quantize-unsupported-op", u, _unsupported, "a Sin node CMSIS-NN cannot run"),
+        _case(
+            "quantize-unsupported-op-hostile-name",
+            u,
+            lambda w: _unsupported(w, "trig\rfixpoint quantize: all good\n\x1b[32mPASS\x1b[0m"),
+            "a Sin node whose name holds CR, a newline and ESC sequences: still one line, nothing forged",
+        ),
         _case("quantize-symbolic-input", u, _symbolic_input, "an input of symbolic dimensions only"),
         _case(
             "generate-toml-many-bad-values",

@@ -30,7 +30,7 @@ KINDS: dict[str, Callable[[str], str]] = {
 }
 """kind -> hostile text around a marker. Every character is legal in an ONNX name (UTF-8, no NUL)."""
 
-FILE_KINDS = ("newline", "double-quote", "backslash", "non-ascii", "control")
+FILE_KINDS = ("newline", "double-quote", "backslash", "control")
 """Kinds tried in file names (legal there: no '/', at most 255 bytes)."""
 
 GRAPH_PLACEMENTS = ("node", "tensor", "input", "output", "graph")
@@ -43,7 +43,7 @@ FILE_PLACEMENTS = ("model-file", "params-file")
 FULL_MATRIX_PLACEMENTS = ("node",)
 """Placements tried with every kind; the others get CORE_KINDS (the corpus must run in minutes)."""
 
-CORE_KINDS = ("comment-end", "newline", "double-quote", "backslash", "trigraph")
+CORE_KINDS = ("comment-end", "newline", "double-quote", "trigraph")
 
 
 def marker(index: int) -> str:

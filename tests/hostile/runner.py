@@ -39,6 +39,8 @@ HANG_TIMEOUT_S = 30.0
 """For cases built to hang: a fixed product refuses them in seconds."""
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|\b(MemoryError|RecursionError)\b")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters (a CR, an ESC sequence) that let a hostile name forge or recolour a terminal line."""
 _WARNING = re.compile(r"^(fixpoint[\w -]*: )?warning: ", re.IGNORECASE)
 
 
@@ -113,6 +115,8 @@ class Result:
     outcome: str
     detail: str
     seconds: float
+    also: tuple[str, ...] = ()
+    """Other outcomes the case had besides the most severe one (a crash that also damaged outputs)."""
 
 
 # -- classification ------------------------------------------------------------------------------------
@@ -155,6 +159,8 @@ def _message_outcome(step: Step, done: process.Finished, label: str) -> tuple[st
         return "unclear", f"{label}: exit {done.returncode} with no message"
     if len(lines) > 1:
         return "unclear", f"{label}: a message of {len(lines)} lines: {_short(' | '.join(lines), 240)}"
+    if _CONTROL.search(lines[0]):
+        return "unclear", f"{label}: raw control characters in the message: {_short(lines[0])}"
     text = lines[0].lower()
     missing = [
         n for n in step.names if not any(a.lower() in text for a in ((n,) if isinstance(n, str) else n))
@@ -182,8 +188,10 @@ def _short(text: str, chars: int = 160) -> str:
 
 
 def worst(outcomes: Iterable[tuple[str, str]]) -> tuple[str, str]:
+    """The most severe (outcome, detail); the runner's own ERROR first of all."""
     found = [o for o in outcomes if o[0] != "pass"]
-    return min(found, key=lambda o: OUTCOMES.index(o[0])) if found else ("pass", "")
+    rank = (ERROR, *OUTCOMES)
+    return min(found, key=lambda o: rank.index(o[0])) if found else ("pass", "")
 
 
 # -- running -------------------------------------------------------------------------------------------
@@ -198,16 +206,13 @@ def run_steps(w: Workspace, steps: Sequence[Step]) -> list[tuple[str, str]]:
             w.product.cli(list(step.argv)), w.ws, w.product.env(step.env), step.timeout,
             w.case_dir / "logs" / str(n), step.fsize,
         )  # fmt: skip
-        outcome = classify_step(step, done)
+        outcomes.append(classify_step(step, done))
         if step.refusal and before:
             after = file_hashes(w.ws)
             damaged = [name for name, digest in before.items() if after.get(name) != digest]
             if damaged:
-                outcome = worst(
-                    [outcome, ("damaged", f"changed by a failing command: {', '.join(damaged[:5])}")]
-                )
-        outcomes.append(outcome)
-        if outcome[0] != "pass":
+                outcomes.append(("damaged", f"changed by a failing command: {', '.join(damaged[:5])}"))
+        if worst(outcomes)[0] != "pass":
             break
     return outcomes
 
@@ -218,17 +223,20 @@ def run_case(case: Case, fixtures: Fixtures, folder: Path, keep: bool = False) -
     case_dir = folder / case.id.replace("/", "__")
     w = Workspace(case_dir, fixtures)
     try:
-        outcome = _run(case, w)
+        outcomes = _run(case, w)
     except Exception as exc:  # the runner's own failure: reported as such, never as a product outcome
-        outcome = (ERROR, f"{type(exc).__name__}: {exc} [{traceback.format_exc(limit=-2).splitlines()[-3]}]")
+        where = traceback.format_exc(limit=-2).splitlines()[-3]
+        outcomes = [(ERROR, f"{type(exc).__name__}: {exc} [{where}]")]
     finally:
         w.close()
         if not keep:
             remove_tree(case_dir)
-    return Result(case.id, case.klass, outcome[0], outcome[1], time.monotonic() - started)
+    first = worst(outcomes)
+    also = tuple(sorted({name for name, _ in outcomes if name not in ("pass", first[0])}))
+    return Result(case.id, case.klass, first[0], first[1], time.monotonic() - started, also)
 
 
-def _run(case: Case, w: Workspace) -> tuple[str, str]:
+def _run(case: Case, w: Workspace) -> list[tuple[str, str]]:
     plan = case.setup(w)
     protected = {name: file_hashes(w.ws).get(name) for name in plan.protect}
     outside_before = surroundings(w.case_dir)
@@ -246,7 +254,7 @@ def _run(case: Case, w: Workspace) -> tuple[str, str]:
     moved = [p for p in changed(outside_before, surroundings(w.case_dir)) if p not in ("logs", "ws")]
     if moved:
         outcomes.append(("outside", f"written outside the workspace: {', '.join(moved[:5])}"))
-    return worst(outcomes)
+    return outcomes
 
 
 def run_all(

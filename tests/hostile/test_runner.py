@@ -66,6 +66,8 @@ def test_classification_of_refusals() -> None:
     assert classify_step(step, finished(1, "fixpoint generate: something failed\n"))[0] == "unclear"
     assert classify_step(step, finished(1, "fixpoint.toml: params\nsecond line\n"))[0] == "unclear"
     assert classify_step(step, finished(1, ""))[0] == "unclear"
+    forged = "fixpoint generate: fixpoint.toml: params 'a\rfixpoint generate: ok \x1b[32m'\n"
+    assert classify_step(step, finished(1, forged))[0] == "unclear"
     warned = "fixpoint: warning: old CMSIS-NN\nfixpoint generate: fixpoint.toml: params: missing\n"
     assert classify_step(step, finished(1, warned)) == ("pass", "")
 
