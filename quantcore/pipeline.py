@@ -14,7 +14,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from quantcore.verify.evaluate import evaluate_graphs, float_outputs, int8_outpu
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import EvaluationReport, json_db
 from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes, layer_sensitivity
+
+if TYPE_CHECKING:
+    from quantcore.importers.onnx import OnnxSource
 
 SELECTION_SAMPLES = 256
 """Calibration samples the automatic choices (equalization) are scored on: output SQNR averages over
@@ -99,15 +102,30 @@ class QuantizeResult:
 
 def load_model(path: str | Path, batch: int = 1) -> LoadedModel:
     """Import (the file read once, within quantcore.limits: the CLI, `fixpoint check` and the language
-    server all load models here) and prepare; onnxruntime gets the bytes the importer checked."""
-    from quantcore.importers.onnx import load_onnx
+    server all load models here) and prepare; onnxruntime gets the bytes the importer checked.
+
+    All of it runs in a child process first (quantcore/importers/_isolated.py), onnxruntime's session
+    included: a model that makes onnx's or onnxruntime's C++ code abort is a ModelError here."""
+    from quantcore.importers._isolated import isolated
+    from quantcore.importers.onnx import read_onnx
 
     path = Path(path)
-    imported = load_onnx(path, batch=batch)
+    source = read_onnx(path)
+    graph, runnable = isolated(str(path), lambda: _prepared(source, batch, path))
+    return LoadedModel(path, graph, OnnxFloat(runnable, graph))
+
+
+def _prepared(source: OnnxSource, batch: int, path: Path) -> tuple[Graph, bytes]:
+    """The prepared, checked graph and the bytes onnxruntime runs, after one onnxruntime session was
+    made from them (its C++ code must not meet them first in this process)."""
+    from quantcore.importers.onnx import load_source
+
+    imported = load_source(source, batch=batch)
     graph = prepare(imported.graph)
     check_supported(graph, str(path))
     graph = graph.evolve(meta={**graph.meta, "source_name": path.name})
-    return LoadedModel(path, graph, OnnxFloat(imported.runnable, graph))
+    OnnxFloat(imported.runnable, graph)
+    return graph, imported.runnable
 
 
 def check_supported(graph: Graph, source: str) -> None:

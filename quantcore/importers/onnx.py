@@ -24,11 +24,15 @@ from quantcore.errors import ModelError, UnsupportedError
 from quantcore.importers import _onnx_load, _qdq
 from quantcore.importers._builder import Builder
 from quantcore.importers._handlers import HANDLERS
+from quantcore.importers._isolated import isolated
 from quantcore.ir import Graph
 from quantcore.support import ONNX_OPS, unsupported_reason
 from quantcore.support.names import quoted, shown
 
-__all__ = ["OnnxImport", "import_onnx", "load_onnx"]
+__all__ = ["OnnxImport", "OnnxSource", "import_onnx", "load_onnx", "load_source", "read_onnx"]
+
+OnnxSource = _onnx_load.Source
+"""A model's bytes as read (read_onnx), and how messages name it."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,19 @@ def import_onnx(
 def load_onnx(
     path_or_bytes: str | os.PathLike[str] | bytes, *, batch: int = 1, name: str | None = None
 ) -> OnnxImport:
-    """import_onnx, with the bytes onnxruntime should run (quantcore.runtime.onnx_float)."""
-    source = _onnx_load.read(path_or_bytes, name)
+    """import_onnx, with the bytes onnxruntime should run (quantcore.runtime.onnx_float). The file is
+    read here; everything after runs in a child process (quantcore/importers/_isolated.py)."""
+    source = read_onnx(path_or_bytes, name=name)
+    return isolated(source.path, lambda: load_source(source, batch=batch, name=name))
+
+
+def read_onnx(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None) -> OnnxSource:
+    """The model's bytes, read within quantcore.limits (a regular file, never a FIFO or a device)."""
+    return _onnx_load.read(path_or_bytes, name)
+
+
+def load_source(source: OnnxSource, *, batch: int = 1, name: str | None = None) -> OnnxImport:
+    """load_onnx on bytes already read, in this process (callers isolate it: _isolated.py)."""
     loaded = _onnx_load.load(source, batch)
     return OnnxImport(_import(source, loaded, name=name, fmt="onnx"), loaded.runnable)
 

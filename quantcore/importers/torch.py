@@ -17,6 +17,7 @@ from typing import Any
 from quantcore import limits, untrusted
 from quantcore.errors import ModelError
 from quantcore.importers import _onnx_load
+from quantcore.importers._isolated import isolated
 from quantcore.importers.onnx import _import
 from quantcore.ir import Graph
 from quantcore.support.names import shown
@@ -75,8 +76,10 @@ def import_torch(module: Any, example_input: Any, *, name: str | None = None) ->
     source = _onnx_load.Source(export_onnx(module, example_input), label, None)
     first = example_input[0] if isinstance(example_input, tuple | list) else example_input
     batch = int(first.shape[0]) if getattr(first, "ndim", 0) else 1
-    loaded = _onnx_load.load(source, batch)
-    return _import(source, loaded, name=name or type(module).__name__, fmt="torch")
+    label_name = name or type(module).__name__
+    return isolated(
+        label, lambda: _import(source, _onnx_load.load(source, batch), name=label_name, fmt="torch")
+    )
 
 
 def load_torch_checkpoint(path: str) -> Mapping[str, Any]:

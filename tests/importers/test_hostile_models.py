@@ -346,6 +346,49 @@ def test_an_activation_no_microcontroller_holds_is_refused_before_onnxruntime_al
     )
 
 
+def _aborting_model() -> bytes:
+    """Expand to the shape [-1] then Slice: onnx's shape inference (libstdc++ assertions on) calls
+    std::clamp(start, 0, dim - 1) with dim -1 and aborts the process (onnx issue 8481; found by fuzzing)."""
+    nodes = [
+        helper.make_node("Expand", ["c", "c"], ["e"], name="expand"),
+        helper.make_node("Slice", ["e", "c", "c"], ["s"], name="slice"),
+        helper.make_node("Cast", ["s"], ["sf"], name="cast", to=TensorProto.FLOAT),
+    ]
+    return _x_plus(nodes, "sf", {"c": np.array([-1], I64)})
+
+
+ABORTED = (
+    "reading this model was killed by SIGABRT (onnx's C++ code aborts on some malformed models, e.g. a"
+    " negative dimension); check the model's shapes, or re-export it"
+)
+
+
+def test_a_model_that_aborts_onnx_is_a_message_not_the_end_of_the_process() -> None:
+    assert refusal(_aborting_model()) == f"m.onnx: {ABORTED}"
+
+
+def test_pipeline_load_model_survives_a_model_that_aborts_onnx(tmp_path: Path) -> None:
+    path = tmp_path / "abort.onnx"
+    path.write_bytes(_aborting_model())
+    with deadline(60), pytest.raises(ModelError) as info:
+        pipeline.load_model(path)
+    assert str(info.value) == f"{path}: {ABORTED}"
+
+
+def test_errors_and_results_cross_from_the_import_process_intact(tmp_path: Path) -> None:
+    raw = model(
+        [helper.make_node("Einsum", ["x"], ["y"], name="e", equation="ij->ij")],
+        [value("x", [1, 4])],
+        [value("y", [1, 4])],
+    )
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(raw.SerializeToString(), name="m.onnx")
+    assert (info.value.path, info.value.node, info.value.op_type) == ("m.onnx", "e", "Einsum")
+    assert info.value.reason.startswith("CMSIS-NN has no einsum kernel")
+    graph = import_onnx(_loop(3, _add_one()), name="m.onnx")
+    assert graph.meta["source"] == "m.onnx" and [n.op for n in graph.nodes] == [Op.ADD]
+
+
 # -- the same refusals wherever models are loaded -------------------------------------------------------
 
 

@@ -1,0 +1,149 @@
+"""The import runs in a child process, so that a crash of onnx's C++ code is a message, not the end.
+
+onnx's checker and shape inference (and onnxruntime, which embeds them) are C++ built with libstdc++'s
+assertions: on some malformed models they abort the process - SIGABRT, which no `except` catches (onnx
+issue 8481: Slice over a tensor whose dimension is negative). The language server would die with the
+workspace that holds such a model, `fixpoint check` with a traceback-less core dump. So the import runs
+in a forked child (a few milliseconds: the memory is shared copy-on-write) that sends back its result,
+or the exception it raised; a child that dies is a ModelError naming the signal. Where fork does not
+exist (Windows) the import runs in the process itself.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import gc
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+from quantcore.errors import ModelError, QuantcoreError
+
+T = TypeVar("T")
+
+_in_child = False
+"""True inside the child: an import it starts (pipeline.load_model imports through load_onnx) runs
+right there, not in a grandchild."""
+
+
+def isolated(source: str, work: Callable[[], T]) -> T:
+    """`work()` run in a forked child: its result, or its exception raised here; ModelError naming
+    `source` when the child dies (a signal) instead of answering."""
+    if _in_child or not hasattr(os, "fork"):
+        return work()
+    with tempfile.TemporaryFile() as errors:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(read_end)
+            _child(work, write_end, errors.fileno())
+        os.close(write_end)
+        try:
+            data = _read_all(read_end)
+        except BaseException:  # interrupted (Ctrl-C, a test's deadline): the child must not outlive us
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
+        finally:
+            os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+        written = _tail(errors)
+    if not data:
+        death = ModelError(source, _death(status))
+        if written:
+            death.add_note(f"the child process wrote:\n{written}")
+        raise death
+    if written:
+        sys.stderr.write(written)  # its warnings, as if it had run here
+    result: T = _answer(pickle.loads(data))  # what work() returned, pickled by the child
+    return result
+
+
+def _child(work: Callable[[], Any], write_end: int, errors: int) -> NoReturn:
+    global _in_child
+    _in_child = True
+    code = 0
+    gc.disable()  # short-lived: a collection would touch (and copy) every page it shares with the parent
+    faulthandler.disable()  # an abort is reported by the parent, not as a dump of this process's stack
+    _own_output(errors)
+    try:
+        try:
+            payload: tuple[Any, ...] = ("result", work())
+        except BaseException as e:
+            payload = ("error", *_describe(e))
+        data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(write_end, "wb") as out:
+            out.write(data)
+    except BaseException:
+        code = 1  # even the answer could not be sent: the parent reports the child's death
+    finally:
+        sys.stderr.flush()
+        os._exit(code)  # no atexit handlers, no flushing of the parent's buffers a second time
+
+
+def _own_output(errors: int) -> None:
+    """Send everything the child prints (Python or C++, stdout or stderr) to the `errors` file, through
+    new stream objects: the parent's may be locked by another of its threads at the fork (a language
+    server logging), and its stdout may be the language server's protocol channel."""
+    os.dup2(errors, 1)
+    os.dup2(errors, 2)
+    sys.stdout = sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+
+
+def _describe(error: BaseException) -> tuple[type[BaseException], tuple[Any, ...], dict[str, Any], str]:
+    """What rebuilds `error` in the parent: its class, args and attributes (QuantcoreError subclasses
+    take other arguments than their message, so they are not pickled as themselves), and the traceback
+    for --debug."""
+    trace = "" if isinstance(error, QuantcoreError) else "".join(traceback.format_exception(error))
+    state = dict(vars(error))
+    try:
+        pickle.dumps((type(error), error.args, state))
+    except Exception:
+        return RuntimeError, (f"{type(error).__name__}: {error}",), {}, trace
+    return type(error), error.args, state, trace
+
+
+def _answer(payload: tuple[Any, ...]) -> Any:
+    if payload[0] == "result":
+        return payload[1]
+    _, cls, args, state, trace = payload
+    error = cls.__new__(cls)
+    error.args = args
+    vars(error).update(state)
+    if trace:
+        error.add_note(f"raised in the import's child process:\n{trace}")
+    raise error
+
+
+def _tail(errors: Any, limit: int = 64 * 1024) -> str:
+    """The last `limit` bytes the child wrote to its stderr."""
+    size = errors.seek(0, os.SEEK_END)
+    errors.seek(max(size - limit, 0))
+    return str(errors.read().decode("utf-8", "replace"))
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _death(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            how = f"was killed by {signal.Signals(number).name}"
+        except ValueError:
+            how = f"was killed by signal {number}"
+    else:
+        how = f"ended with status {os.waitstatus_to_exitcode(status)} without an answer"
+    return (
+        f"reading this model {how} (onnx's C++ code aborts on some malformed models, e.g. a negative"
+        " dimension); check the model's shapes, or re-export it"
+    )
