@@ -2,10 +2,14 @@
 
     graph = import_onnx("model.onnx")          # or bytes; batch=1 fixes a dynamic batch dimension
 
-The steps, each failing with a ModelError that names the file (and node or tensor):
-  1. read and decode the protobuf, check it (corrupt or truncated files are caught here);
+The model is untrusted input. The file is read through quantcore.untrusted (a regular file within
+quantcore.limits.MODEL_MAX_BYTES); everything after runs in a child process, so that onnx's C++ code
+aborting on a malformed model is a message too (_isolated.py). The steps, each failing with a ModelError
+that names the file (and node or tensor, shortened and on one line):
+  1. decode the protobuf, read external data from the model's folder only, check it (corrupt or
+     truncated files are caught here);
   2. fix a dynamic batch dimension, fold everything computable at import (Constant, shape arithmetic,
-     DequantizeLinear of weights), infer static shapes (strict);
+     DequantizeLinear of weights) within the budget of _fold.py, infer static shapes (strict);
   3. pair up the activation QuantizeLinear/DequantizeLinear nodes of a QDQ model (their scales stay on
      the tensors, the nodes go);
   4. translate node by node: the support table decides what is accepted (UnsupportedError with its
