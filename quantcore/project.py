@@ -23,14 +23,16 @@
 `load_project` never fails on a bad value: it keeps the default and returns the problem (key, line and
 message), so an editor can show every problem at once; `load_project_strict` (the CLI) raises ProjectError.
 
-The file may come with a repository the user was sent: the paths it gives (model, params, generated)
-must stay inside its folder, symlinks resolved ([cmsis_nn] path is the exception: the user's own
-checkout usually lives elsewhere), and the strings that reach a command line (probe, device, serial,
-gdb_remote) or a linker script (the board's name) are checked for what they can hold.
+The file may come with a repository the user was sent: the model and parameters it names must lie inside
+the workspace (`workspace_roots`), the generated folder it writes to below its own folder, symlinks
+resolved ([cmsis_nn] path is the exception: the user's own checkout usually lives elsewhere), and the
+strings that reach a command line (probe, device, serial, gdb_remote) or a linker script (the board's
+name) are checked for what they can hold.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -286,25 +288,38 @@ def _project(path: Path, document: dict[str, Any], problems: list[Problem]) -> P
     base = path.parent
     top = _Reader(document, "", problems)
 
-    def inside(value: Any) -> Path:
-        from quantcore.untrusted import is_inside
+    readable = workspace_roots(path)
 
-        candidate = base / _str(value)
-        if not is_inside(candidate, base):
-            raise ValueError(
-                f"{_str(value)!r} leads outside the project folder {base.resolve()}; give a path inside it"
-                " (or pass the file on the command line)"
-            )
-        return candidate
+    def inside(roots: list[Path], refusal: str) -> Callable[[Any], Path]:
+        def convert(value: Any) -> Path:
+            from quantcore.untrusted import is_inside
+
+            candidate = base / _str(value)
+            if not any(is_inside(candidate, root) for root in roots):
+                raise ValueError(f"{_str(value)!r} leads outside {refusal}")
+            return candidate
+
+        return convert
+
+    model_file = inside(
+        readable,
+        f"the workspace {readable[0]} (the repository holding {path.name}, else its folder); give a path"
+        " inside it, or name the file with --model/--params",
+    )
+    output = inside(
+        [base.resolve()],
+        f"{base.resolve()}, {path.name}'s folder, below which generated code goes; give a folder inside it,"
+        " or name it with -o",
+    )
 
     def checkout(value: Any) -> Path:
         return base / _str(value)  # the user's own CMSIS-NN checkout: anywhere, by design
 
     project = Project(
         path=path,
-        model=top.get("model", inside, None),
-        params=top.get("params", inside, None),
-        generated=top.get("generated", inside, base / "generated"),
+        model=top.get("model", model_file, None),
+        params=top.get("params", model_file, None),
+        generated=top.get("generated", output, base / "generated"),
         target=top.get("target", _name, "host"),
         rounding=top.get("rounding", _ROUNDING, Rounding.DOUBLE),
         alignment=top.get("alignment", _alignment, 16),
@@ -316,6 +331,24 @@ def _project(path: Path, document: dict[str, Any], problems: list[Problem]) -> P
     )
     top.unknown(("cmsis_nn", "board", "budget", "flash", "checks"))
     return project
+
+
+def read_roots(folder: Path) -> list[Path]:
+    """The folders a project in `folder` may read its model and parameters from: `folder` itself and the
+    git work tree holding it (a firmware folder keeps its model beside it: `model = "../model.onnx"`).
+    Found by looking for `.git` upwards - git itself is not run on a tree that may be hostile."""
+    base = Path(os.path.realpath(folder))
+    repository = next((f for f in (base, *base.parents) if (f / ".git").exists()), None)
+    return [repository] if repository is not None else [base]
+
+
+def workspace_roots(project_file: Path) -> list[Path]:
+    """read_roots of a fixpoint.toml's folder, and the current folder when the file lies inside it (the
+    folder the user works in: an example copied out of its repository still reads `../model.onnx`)."""
+    base = Path(os.path.realpath(project_file)).parent
+    roots = read_roots(base)
+    cwd = Path.cwd().resolve()
+    return [*roots, cwd] if cwd not in roots and cwd in base.parents else roots
 
 
 def _placed(problem: Problem, text: str) -> Problem:

@@ -123,14 +123,19 @@ def read_bytes(
         fd = os.open(path, flags)
     except OSError as exc:
         raise UntrustedInputError(path, f"cannot read: {exc.strerror or exc}") from exc
-    with os.fdopen(fd, "rb", buffering=0) as handle:
-        info = os.fstat(fd)
+    try:
+        info = os.fstat(fd)  # before fdopen, which refuses a directory with its own error
         if not stat.S_ISREG(info.st_mode):
             raise UntrustedInputError(
                 path, f"is {kind_of(info.st_mode)}, not a regular file; Fixpoint reads only regular files"
             )
         if info.st_size > limit:
             raise UntrustedInputError(path, _too_large(info.st_size, limit))
+        handle = os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
         return _read_capped(handle, path, limit)
 
 

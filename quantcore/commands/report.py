@@ -113,7 +113,8 @@ def _activations(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str | 
     document = params_json.load(params)
     if not args.calib:
         return histograms.activation_entries(document), args.model
-    model = args.model or _recorded_model(params, document)
+    recorded = params_json.recorded_model(params)
+    model = args.model or (str(recorded) if recorded is not None else None)
     if model is None:
         raise _BadInput(f"{params} records model {document['model']['path']!r}, not found: give --model")
     for path, what in ((model, "float model"), (args.calib, "calibration data")):
@@ -127,11 +128,3 @@ def _activations(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str | 
     if args.samples:
         calib = calib.head(args.samples)
     return histograms.compute(loaded, document, calib, bins=args.bins), str(model)
-
-
-def _recorded_model(params: Path, document: Any) -> str | None:
-    recorded = str(document["model"]["path"])
-    for candidate in (params.parent / recorded, Path(recorded)):
-        if candidate.is_file():
-            return str(candidate)
-    return None

@@ -169,11 +169,18 @@ def test_the_firmware_built_with_its_makefile_classifies_like_the_reference(
 
 
 def test_the_firmware_tree_is_clean_under_the_editor_rules(
-    pipeline: tuple[Path, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pipeline: tuple[Path, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Checked from the example's folder, as its README runs it: firmware/fixpoint.toml reads
+    # ../model.onnx, inside the folder the user works in (a copy outside any git repository).
     example, _ = pipeline
+    monkeypatch.chdir(example)
     assert check_json(example / "firmware", capsys) == []  # generated, built
     fresh = copy_example(tmp_path / "fresh")
+    monkeypatch.chdir(fresh)
     assert check_json(fresh / "firmware", capsys) == []  # as cloned: nothing generated yet
 
 

@@ -112,11 +112,27 @@ def test_a_path_leading_out_of_the_project_folder_is_refused_with_its_line(tmp_p
     path = _write(project_dir, f'target = "host"\n{key} = "../escape"\n')
     project, problems = load_project(path)
     assert [(p.key, p.line) for p in problems] == [(key, 2)]
+    where = project_dir.resolve()
     assert problems[0].message == (
-        f"'../escape' leads outside the project folder {project_dir.resolve()}; give a path inside it"
-        " (or pass the file on the command line)"
+        f"'../escape' leads outside {where}, fixpoint.toml's folder, below which generated code goes; give a"
+        " folder inside it, or name it with -o"
+        if key == "generated"
+        else f"'../escape' leads outside the workspace {where} (the repository holding fixpoint.toml,"
+        " else its folder); give a path inside it, or name the file with --model/--params"
     )
     assert getattr(project, key) != project_dir / "../escape"
+
+
+def test_the_model_may_sit_above_the_project_within_the_folder_the_user_works_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    firmware = tmp_path / "example" / "firmware"
+    firmware.mkdir(parents=True)
+    path = _write(firmware, 'model = "../model.onnx"\nparams = "../../outside.json"\n')
+    monkeypatch.chdir(tmp_path / "example")
+    project, problems = load_project(path)
+    assert project.model == firmware / "../model.onnx"
+    assert [p.key for p in problems] == ["params"]
 
 
 def test_a_symlink_leading_out_of_the_project_folder_is_refused(tmp_path: Path) -> None:
@@ -125,7 +141,20 @@ def test_a_symlink_leading_out_of_the_project_folder_is_refused(tmp_path: Path) 
     (project_dir / "out").symlink_to(tmp_path)
     _, problems = load_project(_write(project_dir, 'generated = "out/model"\nmodel = "m.onnx"\n'))
     assert [p.key for p in problems] == ["generated"]
-    assert "leads outside the project folder" in problems[0].message
+    assert "leads outside" in problems[0].message
+
+
+def test_in_a_repository_the_paths_may_leave_the_firmware_folder_but_not_the_repository(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    firmware = tmp_path / "repo" / "firmware"
+    firmware.mkdir()
+    path = _write(firmware, 'model = "../model.onnx"\nparams = "../../escape.json"\ngenerated = "../src"\n')
+    project, problems = load_project(path)
+    assert project.model == firmware / "../model.onnx"
+    assert [(p.key, p.line) for p in problems] == [("params", 2), ("generated", 3)]
+    assert f"leads outside the workspace {(tmp_path / 'repo').resolve()}" in problems[0].message
 
 
 def test_cmsis_nn_may_live_anywhere(tmp_path: Path) -> None:

@@ -96,7 +96,7 @@ class ParamsFile:
         model = raw.get("model") if isinstance(raw, dict) else None
         if not isinstance(model, dict) or not isinstance(model.get("path"), str):
             return None
-        return params_json.model_path(raw, self.path, [ctx.root])
+        return params_json.model_path(raw, self.path, ctx.read_roots)
 
 
 def read_params(path: Path, text: str) -> ParamsFile:

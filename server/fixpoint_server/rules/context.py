@@ -81,15 +81,16 @@ def classify(path: Path) -> FileKind | None:
     return _BY_SUFFIX.get(path.suffix.lower())
 
 
-def _unusable(path: Path, root: Path) -> str | None:
-    """Why a file the JSON names must not be loaded (outside the workspace; a FIFO or device: opening
-    it could block), or None; a missing file is left to the loader's own message."""
-    if not untrusted.is_inside(path, root):
-        return f"is outside the workspace {root}"
+def _unusable(path: Path, roots: list[Path]) -> str | None:
+    """Why a file the JSON names must not be loaded (outside the workspace and its repository; a FIFO
+    or device: opening it could block), or None; a missing file is left to the loader's own message."""
+    inside = next((root for root in roots if untrusted.is_inside(path, root)), None)
+    if inside is None:
+        return f"is outside the workspace {roots[0]}"
     if not os.path.lexists(path):
         return None
     try:
-        untrusted.regular_file(path, root=root)
+        untrusted.regular_file(path, root=inside)
     except untrusted.UntrustedInputError as exc:
         return exc.problem
     return None
@@ -158,6 +159,16 @@ class CheckContext:
 
     def text(self, path: Path) -> str | None:
         return self.memo(("text", path), lambda: self.read(path))
+
+    @property
+    def read_roots(self) -> list[Path]:
+        """Where a model or sidecar a JSON names may be read from: the workspace, and the git work tree
+        holding it (a subfolder of a repository opened alone still reads `../model.onnx`)."""
+        from quantcore.project import read_roots
+
+        return self.memo(
+            "read_roots", lambda: [self.root, *(r for r in read_roots(self.root) if r != self.root)]
+        )
 
     def files_of(self, *kinds: FileKind) -> list[Path]:
         return self.memo(
@@ -265,7 +276,7 @@ class CheckContext:
             return QuantizedModel(Graph("empty", {}, (), (), ()), model, problem)
 
         for what, path in (("the model", model), ("its fine-tuned weights", sidecar)):
-            problem = None if path is None else _unusable(path, self.root)
+            problem = None if path is None else _unusable(path, self.read_roots)
             if problem is not None:
                 return refused(f"{what} {display.name(path)} {problem}")
         try:
