@@ -21,7 +21,7 @@ from typing import NoReturn
 
 from quantcore.commands import COMMANDS
 from quantcore.display import one_line, shorten
-from quantcore.errors import InputError, QuantcoreError
+from quantcore.errors import InputError, OutputError, QuantcoreError
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 MESSAGE_CHARS = 1000
@@ -73,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def describe(exc: BaseException) -> tuple[int, str]:
     """The exit status and message for an error that reached the top."""
     if isinstance(exc, QuantcoreError):
-        return (EXIT_USAGE if _is_bad_input(exc) else EXIT_FAIL), str(exc)
+        bad_input = isinstance(exc, InputError) and not isinstance(exc, OutputError)
+        return (EXIT_USAGE if bad_input else EXIT_FAIL), str(exc)
     if isinstance(exc, OSError):
         return EXIT_FAIL, _os_error(exc)
     if isinstance(exc, MemoryError):
@@ -87,14 +88,6 @@ def describe(exc: BaseException) -> tuple[int, str]:
         f"internal error ({type(exc).__name__}: {exc}); this is a Fixpoint bug - rerun with --debug and"
         " report the traceback"
     )
-
-
-def _is_bad_input(exc: QuantcoreError) -> bool:
-    from quantcore.quantize.document import DocumentError
-    from quantcore.quantize.params_json import QuantParamsError
-    from quantcore.targets.errors import UnknownTargetError
-
-    return isinstance(exc, (InputError, QuantParamsError, DocumentError, UnknownTargetError))
 
 
 _ERRNO_ADVICE = {

@@ -33,8 +33,17 @@ weight tensor of a microcontroller model is well under 1M elements."""
 FOLD_MAX_TOTAL_ELEMENTS = 64 * MIB
 """Elements of all tensors constant folding computes for one model."""
 
+FOLD_MAX_OPERATIONS = 1 << 31
+"""Arithmetic operations (about 2 s of numpy) that constant folding may spend on one model; the
+constants of a real model take under a million."""
+
 FOLD_MAX_LOOP_ITERATIONS = 4096
 """Iterations of a constant `Loop` (or `Scan`) that import-time folding may execute."""
+
+ACTIVATION_MAX_ELEMENTS = 16 * MIB
+"""Elements of one activation tensor (16 MB in int8, more than any Cortex-M's RAM): a larger one comes
+from a broken or hostile model (a Pad of 40000 rows), and onnxruntime would allocate it for every
+calibration sample."""
 
 WALK_MAX_DEPTH = 64
 """Folder depth below a workspace root that the index walks; deeper folders are skipped with a note."""

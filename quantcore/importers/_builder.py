@@ -24,11 +24,6 @@ from quantcore.ir import DType, Layout, Node, Op, QuantParams, Tensor
 from quantcore.support import OnnxNode
 from quantcore.support.names import quoted, shown
 
-ACTIVATION_MAX_ELEMENTS = 16 * limits.MIB
-"""Elements of one activation tensor (16 MB in int8, more than any Cortex-M's RAM): a larger one comes
-from a broken or hostile model (a Pad of 40000 rows), and onnxruntime would allocate it for every
-calibration sample. To move to quantcore.limits."""
-
 FIX_SHAPES = (
     "export the model with static input shapes (torch.onnx.export without dynamic_axes/dynamic_shapes, "
     "or python -m onnxruntime.tools.make_dynamic_shape_fixed)"
@@ -151,11 +146,11 @@ class Builder:
 
     def _activation(self, name: str, shape: tuple[int, ...], node: str | None = None) -> str:
         elements = math.prod(shape)
-        if elements > ACTIVATION_MAX_ELEMENTS:
+        if elements > limits.ACTIVATION_MAX_ELEMENTS:
             raise self.error(
                 f"tensor {quoted(name)} of shape {shape} has {elements} elements; Fixpoint takes activations"
-                f" of at most {ACTIVATION_MAX_ELEMENTS} (no microcontroller holds more) - check the model's"
-                " shapes",
+                f" of at most {limits.ACTIVATION_MAX_ELEMENTS} (no microcontroller holds more) - check the"
+                " model's shapes",
                 node,
             )
         layout = Layout.NCHW if len(shape) == 4 else None

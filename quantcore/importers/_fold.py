@@ -11,7 +11,7 @@ when it would pass a limit of quantcore.limits:
 - FOLD_MAX_ELEMENTS for one output, FOLD_MAX_TOTAL_ELEMENTS for everything folded in one model;
 - FOLD_MAX_LOOP_ITERATIONS for the iterations of all Loops and Scans (a loop without a trip count
   cannot be bounded and is refused);
-- FOLD_MAX_OPERATIONS (below) for the arithmetic, so that a MatMul or a pooling window cannot hang.
+- limits.FOLD_MAX_OPERATIONS for the arithmetic, so that a MatMul or a pooling window cannot hang.
 
 A refusal is final: the model is refused with a ModelError naming the node, never imported with the
 node left in place (onnxruntime would run the same computation during calibration).
@@ -31,9 +31,6 @@ from quantcore.importers._fold_cost import ESTIMATORS, Call, Cost, Malformed, si
 from quantcore.importers._walk import graphs_of
 from quantcore.support.names import shown
 
-FOLD_MAX_OPERATIONS = 1 << 31
-"""Arithmetic operations (about 2 s of numpy) that constant folding may spend on one model; the
-constants of a real model take under a million. To move to quantcore.limits."""
 EVALUATION_OVERHEAD = 1 << 14
 """Operations charged for every node run, whatever its size: onnx.reference spends tens of
 microseconds on each, so a loop body of many tiny nodes is bounded too."""
@@ -77,12 +74,12 @@ class Budget:
             )
         self.charge_elements(node, op_type, cost.total)
         operations = self.operations + cost.operations + EVALUATION_OVERHEAD
-        if operations > FOLD_MAX_OPERATIONS:
+        if operations > limits.FOLD_MAX_OPERATIONS:
             raise self.refuse(
                 node,
                 op_type,
                 f"{op_type} would bring the work of computing constants at import to {operations}"
-                f" operations; Fixpoint spends at most {FOLD_MAX_OPERATIONS} on one model - {_ADVICE}",
+                f" operations; Fixpoint spends at most {limits.FOLD_MAX_OPERATIONS} on one model - {_ADVICE}",
             )
         self.operations = operations
 

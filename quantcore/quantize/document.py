@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from quantcore import __version__, display, limits, untrusted
-from quantcore.errors import QuantcoreError
+from quantcore.errors import InputError
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.passes.equalize import equalize
 from quantcore.quantize.bias_correction import corrected_bias
@@ -35,7 +35,7 @@ CMSIS_NN_API = "7.0.0"
 _S16_OPS = {op.json_name for op in S16_CAPABLE}
 
 
-class DocumentError(QuantcoreError):
+class DocumentError(InputError):
     """A quant-params document that does not fit the model it is applied to (message names the JSON path)."""
 
 

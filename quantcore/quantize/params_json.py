@@ -37,7 +37,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 
 from quantcore import display, limits, untrusted
-from quantcore.errors import QuantcoreError
+from quantcore.errors import InputError, OutputError
 
 FORMAT = "fixpoint-quant-params"
 VERSION = 1
@@ -89,7 +89,7 @@ class Problem:
         return cls(json_path(path), message, path, expected)
 
 
-class QuantParamsError(QuantcoreError):
+class QuantParamsError(InputError):
     """A quant-params file that cannot be read, parsed, validated or written; `problems` lists all found."""
 
     def __init__(self, source: str, detail: str, problems: Sequence[Problem] = ()) -> None:
@@ -105,6 +105,10 @@ class QuantParamsError(QuantcoreError):
         count = f"1 of {many} problems" if len(problems) > 1 else ""
         note = "; ".join(part for part in (count, advice) if part)
         return cls(source, f"{lead}{problems[0]}" + (f" ({note})" if note else ""), problems)
+
+
+class QuantParamsWriteError(QuantParamsError, OutputError):
+    """The document is fine but its file cannot be written (a failure, exit status 1, not bad input)."""
 
 
 def json_path(path: Iterable[PathPart]) -> str:
@@ -209,7 +213,7 @@ def write_atomically(target: Path, data: bytes) -> None:
 
 
 def _write_error(target: Path, exc: OSError) -> QuantParamsError:
-    return QuantParamsError(
+    return QuantParamsWriteError(
         str(target), f"cannot write: {exc.strerror or exc}; check that the folder exists and is writable"
     )
 

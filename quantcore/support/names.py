@@ -13,7 +13,7 @@ from quantcore import display, limits
 
 def shown(name: str, limit: int = limits.NAME_MAX_CHARS) -> str:
     """`name` shortened and on one line (unprintable characters as <U+XXXX>), not yet quoted."""
-    return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in display.shorten(name, limit))
+    return display.one_line(display.shorten(name, limit))
 
 
 def quoted(name: str) -> str:

@@ -9,7 +9,7 @@ class TargetError(QuantcoreError):
     """Base of everything that goes wrong between generated sources and a parsed firmware transcript."""
 
 
-class UnknownTargetError(TargetError):
+class UnknownTargetError(TargetError, InputError):
     """A target name that is neither built in nor the project's board."""
 
 

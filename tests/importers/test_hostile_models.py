@@ -27,11 +27,11 @@ from onnx import TensorProto, helper, numpy_helper
 from quantcore import limits, pipeline
 from quantcore.errors import ModelError, UnsupportedError
 from quantcore.importers import import_onnx
-from quantcore.importers._builder import ACTIVATION_MAX_ELEMENTS
-from quantcore.importers._fold import EVALUATION_OVERHEAD, FOLD_MAX_OPERATIONS, Budget
+from quantcore.importers._fold import EVALUATION_OVERHEAD, Budget
 from quantcore.importers._fold_cost import Cost
 from quantcore.importers._onnx_load import name_nodes
 from quantcore.ir import Op
+from quantcore.limits import ACTIVATION_MAX_ELEMENTS, FOLD_MAX_OPERATIONS
 
 from .models import model, run_ort, value
 
