@@ -41,7 +41,11 @@ class Code(enum.Enum):
     )
     MISSING_CMSIS_NN = ("missing-cmsis-nn", Severity.ERROR, "CMSIS-NN kernels called but not built or linked")
     STALE_GENERATED = ("stale-generated", Severity.WARNING, "generated sources out of date or edited by hand")
-    SUSPICIOUS_SCALE = ("suspicious-scale", Severity.WARNING, "a scale that signals failed calibration")
+    SUSPICIOUS_SCALE = (
+        "suspicious-scale",
+        Severity.WARNING,
+        "a scale that signals failed calibration, or integers that do not follow from the scales",
+    )
     PROJECT_SETTINGS = ("project-settings", Severity.WARNING, "a fixpoint.toml value that cannot be used")
     SKIPPED_FILE = (
         "skipped-file",

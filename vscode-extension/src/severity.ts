@@ -14,8 +14,9 @@ export const RULES: ReadonlyArray<{ code: string; severity: Override; summary: s
   { code: 'kernel-opt-level', severity: 'warning', summary: 'build flags the policy forbids on CMSIS-NN or generated sources (-O3, -Ofast, -O0, ...)' },
   { code: 'missing-cmsis-nn', severity: 'error', summary: 'CMSIS-NN kernels called but the build neither links nor compiles CMSIS-NN' },
   { code: 'stale-generated', severity: 'warning', summary: 'generated sources out of date with their JSON/model, or edited by hand' },
-  { code: 'suspicious-scale', severity: 'warning', summary: 'scales that signal failed calibration; a JSON that fails its schema' },
+  { code: 'suspicious-scale', severity: 'warning', summary: 'scales that signal failed calibration; integers that do not follow from the scales; a JSON that fails its schema' },
   { code: 'project-settings', severity: 'warning', summary: 'a fixpoint.toml value that cannot be used' },
+  { code: 'skipped-file', severity: 'warning', summary: 'a file or folder not read: special, outside the workspace, too large, too deep or unreadable' },
 ];
 
 /** VS Code's DiagnosticSeverity values. */
