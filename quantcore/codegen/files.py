@@ -242,6 +242,9 @@ class GeneratedHeader:
     model: SourceRecord | None
     content_sha256: str
     hash_line: int
+    generation: str | None = None
+    """The id the files of one run share (None in files from before generation ids)."""
+    generation_line: int = 0
 
 
 def read_header(text: str) -> GeneratedHeader | None:
@@ -255,4 +258,12 @@ def read_header(text: str) -> GeneratedHeader | None:
         line = head.count("\n", 0, match.start())
         records[match.group(1)] = SourceRecord(match.group(2), match.group(3), line)
     hash_line = head.count("\n", 0, stamp_match.start())
-    return GeneratedHeader(records.get("params"), records.get("model"), stamp_match.group(2), hash_line)
+    generation = _GENERATION.search(head)
+    return GeneratedHeader(
+        records.get("params"),
+        records.get("model"),
+        stamp_match.group(2),
+        hash_line,
+        generation.group(2) if generation else None,
+        head.count("\n", 0, generation.start()) if generation else 0,
+    )

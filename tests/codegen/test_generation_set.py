@@ -7,6 +7,7 @@ runs with a file-size limit (RLIMIT_FSIZE) that lets the small files through and
 
 from __future__ import annotations
 
+import json
 import resource
 import shutil
 import signal
@@ -53,8 +54,8 @@ def _generate(
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
 
     # Arrays padded to 1 KiB make the weights file the largest of the three (written last).
-    command = [sys.executable, "-m", "quantcore.cli", "generate", "--params", str(params), "--model", str(model),
-               "-o", str(out), "--alignment", "1024"]  # fmt: skip
+    command = [sys.executable, "-m", "quantcore.cli", "generate", "--params", str(params),
+               "--model", str(model), "-o", str(out), "--alignment", "1024"]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=300, preexec_fn=limit, check=False)
 
 
@@ -121,3 +122,28 @@ def test_files_from_two_runs_do_not_compile_together(
         "model.h comes from another run of fixpoint generate than this file: regenerate all three"
         in failed.stderr
     )
+
+
+def test_the_editor_flags_a_file_from_another_run(
+    two_sets: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from quantcore import cli
+
+    model, first, second = two_sets
+    old, mixed = tmp_path / "old", tmp_path / "mixed"
+    assert _generate(model, first, old).returncode == 0
+    assert _generate(model, second, mixed).returncode == 0
+    shutil.copy(old / "model_data.c", mixed / "model_data.c")
+    header = recorded_generation((mixed / "model.h").read_text())
+    stray = recorded_generation((mixed / "model_data.c").read_text())
+    capsys.readouterr()
+    cli.main(["check", str(mixed), "--format", "json"])
+    findings = json.loads(capsys.readouterr().out)
+    mixed_findings = [f for f in findings if "another run" in f["message"]]
+    assert [(f["file"], f["line"], f["code"], f["message"]) for f in mixed_findings] == [
+        (
+            "model_data.c", 8, "stale-generated",
+            f"model_data.c comes from another run of fixpoint generate than model.h (generation {stray}, not"
+            f" {header}): the build stops at its #error; regenerate all of them",
+        )
+    ]  # fmt: skip

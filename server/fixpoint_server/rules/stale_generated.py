@@ -6,8 +6,10 @@ SHA-256, and carries the hash of its own content (quantcore.codegen.files). So, 
   generated folder or anywhere in the tree) and its bytes hash differently: the code is stale;
 - the file's content no longer matches its own hash: someone edited it, and regenerating would lose
   the edit (the Regenerate command refuses unless forced, and then keeps a .bak);
-- the named JSON is nowhere to be found: reported as information (the code cannot be checked).
-Each stale or edited file offers "Regenerate model".
+- the named JSON is nowhere to be found: reported as information (the code cannot be checked);
+- the files of one folder carry different generation ids (one was copied in from another run, or a
+  regeneration was cut short by hand): the build stops at their #error, so it is flagged here first.
+Each stale, mixed or edited file offers "Regenerate model".
 """
 
 from __future__ import annotations
@@ -25,14 +27,47 @@ REGENERATE = "fixpoint.regenerateModel"
 
 def check(ctx: CheckContext) -> list[Finding]:
     findings: list[Finding] = []
+    headers: dict[Path, GeneratedHeader] = {}
     for path in ctx.c_files():
         header = ctx.derived("generated-header", path, read_header)  # cached until the file changes
         if header is None:
             continue
+        headers[path] = header
         findings.extend(_sources(ctx, path, header))
         if not ctx.derived("intact", path, is_intact):
             findings.append(_edited(ctx, path, header))
+    findings.extend(_mixed_generations(ctx, headers))
     return findings
+
+
+def _mixed_generations(ctx: CheckContext, headers: dict[Path, GeneratedHeader]) -> Iterator[Finding]:
+    """Files of one folder from different runs: each file whose id differs from its folder's header's
+    (the .h every generated .c checks against; the most common id when there is no .h)."""
+    folders: dict[Path, dict[Path, GeneratedHeader]] = {}
+    for path, header in headers.items():
+        if header.generation is not None:
+            folders.setdefault(path.parent, {})[path] = header
+    for files in folders.values():
+        ids = [h.generation for h in files.values()]
+        if len(set(ids)) < 2:
+            continue
+        reference = next((p for p in sorted(files) if p.suffix == ".h"), None)
+        expected = files[reference].generation if reference else max(set(ids), key=ids.count)
+        for path, header in sorted(files.items()):
+            if header.generation != expected:
+                yield _mixed(ctx, path, header, expected, reference)
+
+
+def _mixed(
+    ctx: CheckContext, path: Path, header: GeneratedHeader, expected: str | None, reference: Path | None
+) -> Finding:
+    other = reference.name if reference else "the other generated files"
+    return Finding(
+        Code.STALE_GENERATED,
+        f"{path.name} comes from another run of fixpoint generate than {other} (generation"
+        f" {header.generation}, not {expected}): the build stops at its #error; regenerate all of them",
+        path, Span.at(header.generation_line, 0, 120), fixes=(regenerate_fix(ctx),),
+    )  # fmt: skip
 
 
 def regenerate_fix(ctx: CheckContext, force: bool = False) -> Fix:
