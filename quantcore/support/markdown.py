@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from quantcore.cmsis_nn import TARGET_VERSION
-from quantcore.support.kernels import KERNELS
+from quantcore.support.kernels import GRAPH, KERNELS
 from quantcore.support.onnx_ops import ONNX_OPS
 from quantcore.support.unsupported import NO_COUNTERPART
 
@@ -19,6 +19,12 @@ Any ONNX node whose inputs are all constants is evaluated at import, whatever it
 Shape-Gather-Concat chains feeding a Reshape, Cast), so it needs no kernel. Graphs must have static
 shapes (a dynamic batch dimension is fixed at import).
 """
+
+
+def _graph_section() -> list[str]:
+    lines = ["## The whole graph", ""]
+    lines += [f"- `{c.name}`: {c.reason}" for c in GRAPH]
+    return [*lines, ""]
 
 
 def _onnx_section() -> list[str]:
@@ -67,5 +73,5 @@ def _kernel_section() -> list[str]:
 
 def supported_ops_markdown() -> str:
     """The text of SUPPORTED_OPS.md."""
-    body = [HEADER, *_onnx_section(), *_unsupported_section(), *_kernel_section()]
+    body = [HEADER, *_graph_section(), *_onnx_section(), *_unsupported_section(), *_kernel_section()]
     return "\n".join(body).rstrip("\n") + "\n"
