@@ -185,16 +185,17 @@ def _checked(data: DataSet, input_shape: tuple[int, ...]) -> DataSet:
             )
     if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
         raise DataError(f"{data.source}: x holds {x.dtype} values; give real numbers (float or integer)")
-    x = x.astype(np.float32)
-    bad = int(np.count_nonzero(~np.isfinite(x)))
+    finite = np.isfinite(x) if np.issubdtype(x.dtype, np.floating) else np.ones(x.shape, bool)
+    bad = int(np.count_nonzero(~finite))
     if bad:
         raise DataError(f"{data.source}: {bad} non-finite values (NaN/Inf) in x")
-    largest = float(np.max(np.abs(x)))
+    largest = float(np.max(np.abs(x)))  # in x's own dtype: float64 beyond float32's range is seen here
     if largest >= limits.DATA_MAX_ABS:
         raise DataError(
             f"{data.source}: x holds values up to {largest:.3g}; no int8 scale represents values of"
             f" {limits.DATA_MAX_ABS:g} or more - check the data's units and normalisation"
         )
+    x = x.astype(np.float32)  # exact range checked above: no overflow
     y = data.y
     if y is not None:
         y = np.asarray(y)

@@ -70,9 +70,10 @@ a 1 KB input already need 10 MB of flash, beyond every Cortex-M part)."""
 TOML_MAX_BYTES = 1 * MIB
 """A fixpoint.toml larger than this is refused (a real one is under 2 KB)."""
 
-DATA_MAX_BYTES = 4096 * MIB
-"""An array of samples (.npy, or `x` in an .npz) larger than this is refused before it is read (a
-calibration set for a microcontroller model is megabytes; 4 GiB of float32 is 1G values)."""
+DATA_MAX_BYTES = 1024 * MIB
+"""An array of samples (.npy, or `x` in an .npz) larger than this is refused before it is read or
+inflated (a calibration set for a microcontroller model is megabytes; 1 GiB of float32 is 256M values,
+and the float32 copy doubles it)."""
 
 DATA_MAX_ABS = 1e30
 """Sample values at or beyond this magnitude are refused: no int8 scale can represent them (the

@@ -30,7 +30,7 @@ def _positive(kind: type) -> Any:
 
 
 def register(sub: Any) -> None:
-    from quantcore.qat.train import LOSSES, QatOptions
+    from quantcore.qat.options import LOSSES, QatOptions
 
     defaults = QatOptions()
     p = sub.add_parser(

@@ -37,6 +37,7 @@ from quantcore.ir import Graph, Op
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes.equalize import equalize
 from quantcore.qat.fake_quant import FakeQuantNet, QatError
+from quantcore.qat.options import LOSSES, QatOptions
 from quantcore.quantize.bias_correction import corrected_bias
 from quantcore.quantize.document import (
     bias_corrections,
@@ -51,31 +52,12 @@ from quantcore.verify.evaluate import float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import json_db
 
-LOSSES = ("distill", "labels")
 SCORE_SAMPLES = 256
 """The calibration samples both the start and the result are scored on (pipeline.SELECTION_SAMPLES)."""
 
 
 class QatTrainingError(QuantcoreError):
     """Training that cannot start or did not produce usable parameters (the message says what to do)."""
-
-
-@dataclass(frozen=True)
-class QatOptions:
-    epochs: int = 2
-    lr: float = 1e-4
-    """Adam learning rate of the weights and biases."""
-    range_lr: float = 1e-3
-    """Adam learning rate of the activation ranges, in units of each range's starting width."""
-    batch_size: int = 64
-    """The global batch (split evenly across processes)."""
-    loss: str = "distill"
-    samples: int | None = None
-    """Training samples per epoch (the first N of the training set); None: all."""
-    seed: int = 0
-    start: Any = None
-    """The pipeline.QuantizeOptions of the post-training quantization training starts from."""
-    progress: bool = False
 
 
 @dataclass
@@ -95,10 +77,11 @@ class QatResult:
     seconds: float = 0.0
 
 
-def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions = QatOptions()) -> QatResult:
+def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions | None = None) -> QatResult:
     """Fine-tune `model` (a pipeline.LoadedModel) on `train`, starting from PTQ on `calib`."""
     from quantcore import pipeline
 
+    options = options or QatOptions()
     if options.loss not in LOSSES:
         raise QatTrainingError(f"loss {options.loss!r}: expected one of {', '.join(LOSSES)}")
     if options.loss == "labels" and train.y is None:

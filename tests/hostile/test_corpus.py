@@ -18,12 +18,7 @@ from tests.hostile.kit import missing
 from tests.hostile.runner import Result, run_all
 from tests.hostile.workspace import Fixtures, Product
 
-KNOWN_FAILING: dict[str, str] = {
-    # No size limit on calibration arrays: x of an .npz inflates to 3.5 GB before anything is checked.
-    "exhaustion/quantize-npz-zip-bomb": "crash",
-    # numpy's RuntimeWarning (overflow in the float32 cast) reaches stderr beside the one-line message.
-    "numbers/calib-float64-overflow": "unclear",
-}
+KNOWN_FAILING: dict[str, str] = {}
 """Case id -> the outcome class it has today (crash, hang, outside, damaged, injected, accepted, refused,
 unclear). Remove a case when its fix lands: its test then passes (an xfail(strict=True) that passes fails)."""
 
