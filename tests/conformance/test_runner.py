@@ -81,5 +81,5 @@ def test_malformed_case_file_names_the_file(tmp_path: Path, bad: str, capsys) ->
     (tmp_path / "k").mkdir()
     (tmp_path / "k" / "x.json").write_text(bad)
     np.savez(tmp_path / "k" / "x.npz", a=np.zeros(1))
-    assert main(["conformance", "--vectors", str(tmp_path)]) == 1
+    assert main(["conformance", "--vectors", str(tmp_path)]) == 2  # a broken input file: bad input
     assert "x.json: not a valid case description" in capsys.readouterr().err
