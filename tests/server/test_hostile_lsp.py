@@ -116,14 +116,6 @@ class Wire:
 
 
 @pytest.fixture
-def small(tmp_path: Path) -> Path:
-    root = tmp_path / "fw"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "main.c").write_text("int main(void) { return 0; }\n")
-    return root.resolve()
-
-
-@pytest.fixture
 async def wire(small: Path) -> AsyncIterator[Wire]:
     client = await Wire.start(small)
     yield client

@@ -57,14 +57,6 @@ def problem_of(path: Path, root: Path) -> str:
     return refused.value.problem
 
 
-@pytest.fixture
-def small(tmp_path: Path) -> Path:
-    root = tmp_path / "fw"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "main.c").write_text("int main(void) { return 0; }\n")
-    return root.resolve()
-
-
 def test_a_fifo_named_like_a_source_is_a_finding_not_a_hang(small: Path) -> None:
     os.mkfifo(small / "src" / "pipe.c")
     status, lines = check(small)
