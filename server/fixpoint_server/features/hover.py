@@ -73,13 +73,13 @@ def _layer_of(layers: list[dict[str, Any]], word: str) -> dict[str, Any] | None:
 def describe(params: ParamsFile, layer: dict[str, Any], report: dict[str, Any] | None) -> str:
     assert params.document is not None
     tensors = params.document["tensors"]
-    title = f"**{display.shorten(layer['name'])}** - {layer['op']}, `{layer.get('kernel')}`"
-    lines = [f"{title} ({params.path.name})", ""]
+    title = f"**{_md(layer['name'])}** - {_md(layer['op'])}, {_code(layer.get('kernel'))}"
+    lines = [f"{title} ({_md(params.path.name)})", ""]
     for role in ("inputs", "outputs"):
         for name in layer.get(role, []):
             t = tensors.get(name, {})
             quant = f"scale {_num(t.get('scale'))}, zero point {t.get('zero_point')}, {t.get('dtype')}"
-            lines.append(f"- {role[:-1]} `{display.shorten(name)}`: {quant}")
+            lines.append(f"- {role[:-1]} {_code(name)}: {quant}")
     p = layer.get("params", {})
     if "input_offset" in p or "output_offset" in p:
         lines.append(f"- input_offset {p.get('input_offset')}, output_offset {p.get('output_offset')}")
@@ -94,6 +94,21 @@ def describe(params: ParamsFile, layer: dict[str, Any], report: dict[str, Any] |
     if error:
         lines += ["", error]
     return "\n".join(lines)
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&:\"'])")
+
+
+def _md(text: object) -> str:
+    """A name from a file as plain Markdown text: shortened, on one line, every character Markdown
+    could read as markup (a link, an image fetched from anywhere, HTML) escaped."""
+    return _MARKDOWN.sub(r"\\\1", display.one_line(display.shorten(str(text))))
+
+
+def _code(text: object) -> str:
+    """A name from a file as a Markdown code span (nothing inside one is markup; a backtick in the name,
+    which would end it, becomes a quote)."""
+    return "`" + display.one_line(display.shorten(str(text))).replace("`", "'") + "`"
 
 
 def _layer_error(report: dict[str, Any] | None, name: str) -> str | None:
