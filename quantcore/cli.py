@@ -78,7 +78,7 @@ def describe(exc: BaseException) -> tuple[int, str]:
     if isinstance(exc, OSError):
         return EXIT_FAIL, _os_error(exc)
     if isinstance(exc, MemoryError):
-        return EXIT_FAIL, "ran out of memory; the input is too large for this machine (see --help for limits)"
+        return EXIT_FAIL, "ran out of memory: the input is too large for this machine"
     if isinstance(exc, RecursionError):
         return EXIT_USAGE, "an input is nested too deeply to process"
     foreign = _foreign_input_error(exc)

@@ -115,10 +115,13 @@ def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
 
 
-def _umask() -> int:
+def file_mode(path: Path) -> int:
+    """The mode a file written at `path` should get: the old file's, else what a plain open() gives."""
+    if path.exists():
+        return path.stat().st_mode & 0o7777
     mask = os.umask(0)
     os.umask(mask)
-    return mask
+    return 0o666 & ~mask
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -131,7 +134,7 @@ def write_text(path: Path, text: str) -> Path:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
         # mkstemp makes the file private (0600); give it the mode a plain open() would have.
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask())
+        os.chmod(tmp, file_mode(path))
         Path(tmp).replace(path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

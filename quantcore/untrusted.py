@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from quantcore import limits
+from quantcore.display import shorten
 from quantcore.errors import InputError
 
 _READ_CHUNK = 1024 * 1024
@@ -66,12 +67,10 @@ def is_inside(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> boo
 def require_inside(path: str | os.PathLike[str], root: str | os.PathLike[str], what: str) -> Path:
     """`path` resolved; an error naming `what` (e.g. "fixpoint.toml:4: generated") if it leaves `root`."""
     if not is_inside(path, root):
-        raise UntrustedInputError(what, f"{os.fspath(path)}{_via_link(path)} is outside {_real(root)}")
+        raise UntrustedInputError(
+            what, f"{os.fspath(path)}{_via_link(path)} is outside {os.path.realpath(root)}"
+        )
     return Path(os.path.realpath(path))
-
-
-def _real(path: str | os.PathLike[str]) -> str:
-    return os.path.realpath(path)
 
 
 def _via_link(path: str | os.PathLike[str]) -> str:
@@ -83,8 +82,8 @@ def _check_root(path: str | os.PathLike[str], root: str | os.PathLike[str] | Non
     if root is not None and not is_inside(path, root):
         raise UntrustedInputError(
             path,
-            f"leads outside {_real(root)}{_via_link(path)}; Fixpoint follows symlinks only within the"
-            " workspace",
+            f"leads outside {os.path.realpath(root)}{_via_link(path)}; Fixpoint follows symlinks only"
+            " within the workspace",
         )
 
 
@@ -101,11 +100,13 @@ def regular_file(
     except OSError as exc:
         raise UntrustedInputError(path, f"cannot read: {exc.strerror or exc}") from exc
     if not stat.S_ISREG(info.st_mode):
-        link = " (a symlink to it)" if os.path.islink(path) else ""
-        raise UntrustedInputError(
-            path, f"is {kind_of(info.st_mode)}{link}, not a regular file; Fixpoint reads only regular files"
-        )
+        raise _not_regular(path, info.st_mode, " (a symlink to it)" if os.path.islink(path) else "")
     return info
+
+
+def _not_regular(path: str | os.PathLike[str], mode: int, link: str = "") -> UntrustedInputError:
+    problem = f"is {kind_of(mode)}{link}, not a regular file; Fixpoint reads only regular files"
+    return UntrustedInputError(path, problem)
 
 
 def read_bytes(
@@ -126,9 +127,7 @@ def read_bytes(
     try:
         info = os.fstat(fd)  # before fdopen, which refuses a directory with its own error
         if not stat.S_ISREG(info.st_mode):
-            raise UntrustedInputError(
-                path, f"is {kind_of(info.st_mode)}, not a regular file; Fixpoint reads only regular files"
-            )
+            raise _not_regular(path, info.st_mode)
         if info.st_size > limit:
             raise UntrustedInputError(path, _too_large(info.st_size, limit))
         handle = os.fdopen(fd, "rb", buffering=0)
@@ -223,8 +222,7 @@ class Walk:
         out = []
         if self.too_deep:
             first = self.too_deep[0]
-            shown = str(first.relative_to(root) if first.is_relative_to(root) else first)
-            shown = shown if len(shown) <= 80 else f"{shown[:40]}...{shown[-37:]}"
+            shown = shorten(str(first.relative_to(root) if first.is_relative_to(root) else first), 80)
             out.append(
                 f"{len(self.too_deep)} folder(s) nested more than {limits.WALK_MAX_DEPTH} levels below"
                 f" {root} were not indexed (first: {shown})"
@@ -256,7 +254,8 @@ def walk(
             seen += 1
             if seen > max_entries:
                 result.truncated = True
-                return result
+                stack.clear()
+                break
             path = Path(entry.path)
             if not _is_dir(entry):
                 result.files.append(path)

@@ -11,6 +11,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 from quantcore import limits
 
@@ -54,8 +55,34 @@ def _range(low: int | None, high: int | None) -> str:
     return f"at least {low:,}" if low is not None else f"at most {high:,}"
 
 
-POSITIVE = integer(1)
-"""A count that must be at least one (--samples, --bins, --epochs ...)."""
+def positive(kind: Callable[[str], float]) -> Callable[[str], Any]:
+    """A finite number of `kind` (int or float) greater than 0 (--samples, --epochs, --lr ...)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        return value
+
+    return parse
+
+
+POSITIVE = positive(int)
+"""A count that must be at least one."""
+
+
+def size(text: str) -> int:
+    """A byte count: 524288, "512K", "2M" (K = 1024), as fixpoint.toml writes sizes."""
+    from quantcore.project import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
 
 WORKERS = integer(1, 256)
 """Processes to calibrate in."""

@@ -80,12 +80,9 @@ def resolve(args: argparse.Namespace) -> Context:
         if board else None
     )  # fmt: skip
     target = get_target(args.target or project.target, board_t)
-    if args.cases is not None and args.cases < 1:
-        raise BadInput(f"--cases must be at least 1, got {args.cases}")
-    build_dir = (args.build_dir or Path("build") / target.name).resolve()
     if args.build_dir is not None:
         folder_option("--build-dir", args.build_dir)
-    return Context(args, project, target, build_dir)
+    return Context(args, project, target, (args.build_dir or Path("build") / target.name).resolve())
 
 
 def folder_option(option: str, path: Path) -> Path:
@@ -113,30 +110,44 @@ class Model:
     params_file: str
 
 
-def load_model(ctx: Context, required: bool) -> Model | None:
+def load_model(ctx: Context, required: bool, recorded_model: bool = False) -> Model | None:
+    """The model and parameters the options (else fixpoint.toml) name, loaded and checked to belong
+    together; with `recorded_model`, a missing --model defaults to the one the JSON records."""
     from quantcore import pipeline
     from quantcore.quantize import params_json
     from quantcore.quantize.document import finetuned_weights, from_document
 
-    model = getattr(ctx.args, "model", None) or ctx.project.model
+    model = getattr(ctx.args, "model", None)
     params = getattr(ctx.args, "params", None) or ctx.project.params
-    for path in (params, model):
-        if path and not Path(path).exists():
-            raise BadInput(f"{path} does not exist")
+    document = None
+    if params and not Path(params).exists():
+        raise BadInput(f"{params} does not exist")
+    if recorded_model and model is None and params:
+        document = params_json.load(Path(params))
+        model = recorded_model_of(document, params)
+    model = model or ctx.project.model
+    if model and not Path(model).exists():
+        raise BadInput(f"{model} does not exist")
     if not (model and params):
         if required:
             raise BadInput(
                 "needs the model and its parameters: give --model and --params (or set them in fixpoint.toml)"
             )
         return None
-    for path in (model, params):
-        if not Path(path).is_file():
-            raise BadInput(f"{path} does not exist")
     loaded = pipeline.load_model(model)
-    document = params_json.load(Path(params))
+    document = document or params_json.load(Path(params))
     pipeline.check_same_model(loaded, document, str(params))
     qgraph = from_document(loaded.graph, document, finetuned_weights(document, params))
     return Model(loaded, document, qgraph, str(params))
+
+
+def recorded_model_of(document: Any, params: str | Path) -> str | None:
+    """The model file a loaded params document records (relative to the JSON, kept inside the folders
+    the user works in), when it exists."""
+    from quantcore.quantize import params_json
+
+    path = params_json.model_path(document, params, params_json.default_roots(params))
+    return str(path) if path.is_file() else None
 
 
 def sources(ctx: Context, model: Model | None) -> Path:

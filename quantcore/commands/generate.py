@@ -45,8 +45,7 @@ def _generate(args: argparse.Namespace) -> int:
 
     ctx = fw.resolve(args)
     out = fw.folder_option("-o", args.output) if args.output else ctx.project.generated
-    args.model = args.model or _model_named_by_params(args.params or ctx.project.params)
-    model = fw.load_model(ctx, required=True)
+    model = fw.load_model(ctx, required=True, recorded_model=True)
     assert model is not None
     try:
         core = Core.from_label(args.core) if args.core else ctx.target.core
@@ -81,14 +80,3 @@ def _generate(args: argparse.Namespace) -> int:
         f" constants {plan.weight_bytes} B"
     )
     return fw.EXIT_PASS
-
-
-def _model_named_by_params(params: Any) -> str | None:
-    """The model the JSON was made from, when its recorded path (relative to the JSON, kept inside the
-    folders the user works in) points at a file; a missing JSON is reported by load_model."""
-    from quantcore.quantize import params_json
-
-    if not params or not Path(params).is_file():
-        return None
-    recorded = params_json.recorded_model(params)
-    return str(recorded) if recorded is not None else None

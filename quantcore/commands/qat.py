@@ -12,21 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from quantcore.commands import _args
+
 DEFAULT_CALIB_SAMPLES = 1000
 """Calibration samples for the start when --calib is not given: the first ones of the training set."""
-
-
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
-        return value
-
-    return parse
 
 
 def register(sub: Any) -> None:
@@ -46,16 +35,18 @@ def register(sub: Any) -> None:
         help=f"calibration data for the starting ranges (default: the first {DEFAULT_CALIB_SAMPLES}"
         " training samples)",
     )
-    p.add_argument("--epochs", type=_positive(int), default=defaults.epochs, help="(default %(default)s)")
-    p.add_argument("--lr", type=_positive(float), default=defaults.lr, help="weights' Adam learning rate")
+    p.add_argument("--epochs", type=_args.POSITIVE, default=defaults.epochs, help="(default %(default)s)")
+    p.add_argument(
+        "--lr", type=_args.positive(float), default=defaults.lr, help="weights' Adam learning rate"
+    )
     p.add_argument(
         "--range-lr",
-        type=_positive(float),
+        type=_args.positive(float),
         default=defaults.range_lr,
         help="activation ranges' learning rate, in units of each range's width (default %(default)s)",
     )
     p.add_argument(
-        "--batch-size", type=_positive(int), default=defaults.batch_size, help="global batch (default 64)"
+        "--batch-size", type=_args.POSITIVE, default=defaults.batch_size, help="global batch (default 64)"
     )
     p.add_argument(
         "--loss",
@@ -63,7 +54,7 @@ def register(sub: Any) -> None:
         default=defaults.loss,
         help="distill: match the float model's outputs (no labels needed, default); labels: cross-entropy",
     )
-    p.add_argument("--samples", type=_positive(int), help="train on the first N samples per epoch")
+    p.add_argument("--samples", type=_args.POSITIVE, help="train on the first N samples per epoch")
     p.add_argument("--seed", type=int, default=defaults.seed, help="sample order seed (default 0)")
     p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor, not per channel")
     p.add_argument("--method", choices=["minmax", "percentile", "entropy", "mse"], default="minmax")

@@ -38,9 +38,17 @@ def register(sub: Any) -> None:
         " the tensors worth it by sensitivity within --flash-budget/--ram-budget",
     )
     p.add_argument(
-        "--flash-budget", metavar="SIZE", help="model constants budget for --int16 auto (e.g. 256K)"
+        "--flash-budget",
+        type=_args.size,
+        metavar="SIZE",
+        help="model constants budget for --int16 auto (e.g. 256K)",
     )
-    p.add_argument("--ram-budget", metavar="SIZE", help="arena + scratch budget for --int16 auto (e.g. 64K)")
+    p.add_argument(
+        "--ram-budget",
+        type=_args.size,
+        metavar="SIZE",
+        help="arena + scratch budget for --int16 auto (e.g. 64K)",
+    )
     p.add_argument(
         "--core",
         default="cortex-m4",
@@ -70,17 +78,6 @@ def register(sub: Any) -> None:
     p.add_argument("--samples", type=_args.POSITIVE, help="use only the first N calibration samples")
     p.add_argument("-o", "--output", required=True, metavar="PARAMS_JSON")
     p.set_defaults(func=run)
-
-
-def _size(value: str | None, flag: str) -> int | None:
-    from quantcore.project import parse_size
-
-    if value is None:
-        return None
-    try:
-        return parse_size(value)
-    except ValueError as err:
-        raise SystemExit(f"fixpoint quantize: {flag}: {err}") from None
 
 
 _MODES = {"auto": None, "on": True, "off": False}
@@ -117,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         rounding=Rounding(args.rounding),
         int16_layers=frozenset(layer for layer in args.int16 if layer != "auto"),
         int16_auto="auto" in args.int16,
-        budget=Budget(_size(args.flash_budget, "--flash-budget"), _size(args.ram_budget, "--ram-budget")),
+        budget=Budget(args.flash_budget, args.ram_budget),
         core=args.core,
         workers=args.workers,
         equalize=_MODES[args.equalize],

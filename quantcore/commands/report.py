@@ -14,13 +14,14 @@ writes them. Exit status: 0 written, 2 bad input (a missing or unreadable file, 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from quantcore.commands import _args
+from quantcore.commands import _firmware as fw
+from quantcore.errors import InputError
 
-EXIT_OK, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK = 0
 
 
 def register(sub: Any) -> None:
@@ -41,25 +42,13 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-class _BadInput(Exception):
-    pass
+class _BadInput(InputError):
+    """Options that do not make a report (exit status 2, like every bad input)."""
 
 
 def run(args: argparse.Namespace) -> int:
-    from quantcore.data import DataError
-    from quantcore.errors import ModelError, QuantcoreError
-    from quantcore.quantize.document import DocumentError
-    from quantcore.quantize.params_json import QuantParamsError
-    from quantcore.report.data import ReportInputError
-
-    try:
-        return _report(args)
-    except (_BadInput, ReportInputError, DataError, ModelError, DocumentError, QuantParamsError) as exc:
-        print(f"fixpoint report: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except QuantcoreError as exc:
-        print(f"fixpoint report: {exc}", file=sys.stderr)
-        return EXIT_FAIL
+    """Errors are the CLI's one-line messages (quantcore.cli): exit 2 for bad input, 1 for failures."""
+    return _report(args)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -73,8 +62,6 @@ def _report(args: argparse.Namespace) -> int:
         raise _BadInput(
             "--calib draws the activation histograms against the chosen ranges: it needs --params"
         )
-    if args.bins < 2:
-        raise _BadInput(f"--bins must be at least 2, got {args.bins}")
     evaluation = data.read_evaluation(args.evaluation) if args.evaluation else None
     verify = data.read_verify(args.verify) if args.verify else None
     activations, model = _activations(args)
@@ -113,8 +100,7 @@ def _activations(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str | 
     document = params_json.load(params)
     if not args.calib:
         return histograms.activation_entries(document), args.model
-    recorded = params_json.recorded_model(params)
-    model = args.model or (str(recorded) if recorded is not None else None)
+    model = args.model or fw.recorded_model_of(document, params)
     if model is None:
         raise _BadInput(f"{params} records model {document['model']['path']!r}, not found: give --model")
     for path, what in ((model, "float model"), (args.calib, "calibration data")):

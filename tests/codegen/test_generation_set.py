@@ -19,10 +19,15 @@ import numpy as np
 import onnx
 import pytest
 
-from quantcore.codegen.files import recorded_generation
+from quantcore.codegen.files import read_header
 from tests.onnx_models import small_cnn
 
 NAMES = ("model.h", "model.c", "model_data.c")
+
+
+def _generation(text: str) -> str | None:
+    header = read_header(text)
+    return header.generation if header else None
 
 
 def _params(folder: Path, model: Path, seed: int) -> Path:
@@ -87,9 +92,9 @@ def test_a_successful_run_replaces_all_three_with_one_generation(
     model, first, second = two_sets
     out = tmp_path / "model"
     assert _generate(model, first, out).returncode == 0
-    old = {name: recorded_generation((out / name).read_text()) for name in NAMES}
+    old = {name: _generation((out / name).read_text()) for name in NAMES}
     assert _generate(model, second, out).returncode == 0
-    new = {name: recorded_generation((out / name).read_text()) for name in NAMES}
+    new = {name: _generation((out / name).read_text()) for name in NAMES}
     assert len(set(old.values())) == 1 and len(set(new.values())) == 1
     assert set(old.values()) != set(new.values())
     assert sorted(p.name for p in out.iterdir()) == sorted(NAMES)
@@ -134,8 +139,8 @@ def test_the_editor_flags_a_file_from_another_run(
     assert _generate(model, first, old).returncode == 0
     assert _generate(model, second, mixed).returncode == 0
     shutil.copy(old / "model_data.c", mixed / "model_data.c")
-    header = recorded_generation((mixed / "model.h").read_text())
-    stray = recorded_generation((mixed / "model_data.c").read_text())
+    header = _generation((mixed / "model.h").read_text())
+    stray = _generation((mixed / "model_data.c").read_text())
     capsys.readouterr()
     cli.main(["check", str(mixed), "--format", "json"])
     findings = json.loads(capsys.readouterr().out)
