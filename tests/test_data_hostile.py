@@ -97,10 +97,16 @@ def test_a_fifo_named_like_data_is_never_opened(tmp_path: Path) -> None:
         _load(tmp_path / "pipe.npy")  # opening it for reading would block forever
 
 
-def test_an_image_bigger_than_the_pixel_limit_is_refused_from_its_header(tmp_path: Path) -> None:
-    folder = tmp_path / "images"
-    folder.mkdir()
-    Image.new("L", (4, 4)).save(folder / "a.png")
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """An image folder holding one good 4x4 image."""
+    images = tmp_path / "images"
+    images.mkdir()
+    Image.new("L", (4, 4)).save(images / "a.png")
+    return images
+
+
+def test_an_image_bigger_than_the_pixel_limit_is_refused_from_its_header(folder: Path) -> None:
     Image.new("1", (9000, 8000)).save(folder / "bomb.png")  # 72M pixels in a few kB
     assert (folder / "bomb.png").stat().st_size < 100_000
     with pytest.raises(DataError) as error:
@@ -111,18 +117,13 @@ def test_an_image_bigger_than_the_pixel_limit_is_refused_from_its_header(tmp_pat
     )
 
 
-def test_an_image_past_pillows_own_bomb_guard_gets_the_same_message(tmp_path: Path) -> None:
-    folder = tmp_path / "images"
-    folder.mkdir()
+def test_an_image_past_pillows_own_bomb_guard_gets_the_same_message(folder: Path) -> None:
     Image.new("1", (20000, 20000)).save(folder / "bomb.png")
     with pytest.raises(DataError, match=r"bomb.png: too many pixels, more than Fixpoint decodes"):
         _load(folder)
 
 
-def test_a_fifo_in_an_image_folder_is_never_opened(tmp_path: Path) -> None:
-    folder = tmp_path / "images"
-    folder.mkdir()
-    Image.new("L", (4, 4)).save(folder / "a.png")
+def test_a_fifo_in_an_image_folder_is_never_opened(folder: Path) -> None:
     os.mkfifo(folder / "b.png")
     with pytest.raises(DataError, match=r"b.png: is a FIFO \(named pipe\), not a regular file"):
         _load(folder)
