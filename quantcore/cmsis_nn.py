@@ -27,6 +27,7 @@ from pathlib import Path
 
 from quantcore.errors import CmsisNnNotFound, InputError, QuantcoreError
 from quantcore.kernels.requantize import Rounding
+from quantcore.targets import process
 from quantcore.targets.cores import Core
 
 ENV_VAR = "FIXPOINT_CMSIS_NN"
@@ -199,12 +200,7 @@ def _git(path: Path, *args: str) -> str | None:
     """stdout of `git -C path args...` run hardened (`git_env`), or None when git is missing, fails,
     takes longer than GIT_QUERY_TIMEOUT_S or prints more than Fixpoint reads."""
     env = git_env(_filter_drivers(path)) if _wants_work_tree(args) else git_env()
-    return _git_output(["git", "--no-pager", "-C", str(path), *args], env)
-
-
-def _git_output(command: list[str], env: dict[str, str]) -> str | None:
-    from quantcore.targets import process
-
+    command = _git_command("-C", str(path), *args)
     try:
         done = process.run_capped(command, GIT_QUERY_TIMEOUT_S, env=env, keep=GIT_OUTPUT_MAX_BYTES)
     except OSError:
@@ -217,6 +213,11 @@ def _git_output(command: list[str], env: dict[str, str]) -> str | None:
 def _wants_work_tree(args: tuple[str, ...]) -> bool:
     """Whether a git command compares the work tree with the index (and so may run filters)."""
     return "--dirty" in args or args[:1] in (("status",), ("diff-index",), ("checkout",))
+
+
+def _git_command(*args: str) -> list[str]:
+    """The command line of every git call (run in `git_env`)."""
+    return ["git", "--no-pager", *args]
 
 
 def git_env(filters: tuple[str, ...] = ()) -> dict[str, str]:
@@ -252,9 +253,7 @@ def _no_filter(name: str) -> list[tuple[str, str]]:
 
 def _filter_drivers(path: Path) -> tuple[str, ...]:
     """The names of the filter drivers git's configuration for `path` defines (all scopes)."""
-    listing = _git_output(
-        ["git", "--no-pager", "-C", str(path), "config", "-z", "--get-regexp", r"^filter\."], git_env()
-    )
+    listing = _git(path, "config", "-z", "--get-regexp", r"^filter\.")
     names = set()
     for entry in (listing or "").split("\0"):
         key = entry.split("\n", 1)[0]
@@ -352,22 +351,11 @@ def _resolve_ref(dest: Path, ref: str) -> str | None:
 
 
 def _git_or_fail(args: list[str], doing: str) -> None:
-    from quantcore.targets import process
-
-    command = ["git", "--no-pager", *args]
-    try:
-        done = process.run_capped(command, GIT_CLONE_TIMEOUT_S, env=git_env())
-    except OSError as exc:
-        raise CmsisNnInstallError(f"{doing} failed: cannot run git ({exc.strerror or exc})") from None
-    if done.ending is process.Ending.TIMEOUT:
-        raise CmsisNnInstallError(f"{doing} did not finish within {GIT_CLONE_TIMEOUT_S:g} s")
+    command = _git_command(*args)
+    done = process.run_tool(command, GIT_CLONE_TIMEOUT_S, doing, CmsisNnInstallError, env=git_env())
     if done.returncode != 0:
-        output = (done.stderr or done.stdout).decode("utf-8", "replace").strip()
-        raise CmsisNnInstallError(f"{doing} failed: {_last_lines(output)}")
-
-
-def _last_lines(text: str, count: int = 12) -> str:
-    return "\n".join(text.splitlines()[-count:]) or "(no output)"
+        output = (done.stderr or done.stdout).decode("utf-8", "replace")
+        raise CmsisNnInstallError(f"{doing} failed: {process.last_lines(output)}")
 
 
 def _refusal(dest: Path, old: CmsisNn | None, fresh: CmsisNn) -> str:
@@ -499,16 +487,9 @@ def run_checked(args: list[str], doing: str) -> None:
     The output is read as it comes and only its tail kept; a build that hangs is stopped after
     BUILD_TIMEOUT_S (a checkout's CMakeLists.txt is code the user chose to run, but never a hang).
     """
-    from quantcore.targets import process
-
-    try:
-        done = process.run_capped(args, BUILD_TIMEOUT_S)
-    except OSError as exc:
-        raise CmsisNnBuildError(f"{doing}: cannot run {args[0]} ({exc.strerror or exc})") from None
-    if done.ending is process.Ending.TIMEOUT:
-        raise CmsisNnBuildError(f"{doing} did not finish within {BUILD_TIMEOUT_S:g} s: {' '.join(args)}")
+    done = process.run_tool(args, BUILD_TIMEOUT_S, doing, CmsisNnBuildError)
     if done.returncode != 0:
-        tail = _last_lines((done.stdout + done.stderr).decode("utf-8", "replace").strip(), 25)
+        tail = process.last_lines(done.output(), 25)
         raise CmsisNnBuildError(f"{doing} failed (exit {done.returncode}): {' '.join(args)}\n{tail}")
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from quantcore.targets import process
 from quantcore.targets.build import Firmware
-from quantcore.targets.errors import FlashError, SettingError, ToolchainNotFound
+from quantcore.targets.errors import FlashError, SettingError
+from quantcore.targets.process import last_lines as _tail
 from quantcore.targets.serial_link import is_host_port, shown
 from quantcore.targets.toolchain import require_tool
 
@@ -55,22 +56,11 @@ class FlashSettings:
 
 
 def _run(command: list[str], doing: str, timeout: float, cwd: Path | None = None, check: bool = True) -> str:
-    try:
-        done = process.run_capped(command, timeout, cwd=cwd)
-    except FileNotFoundError:
-        raise ToolchainNotFound(f"{command[0]} is not installed (not found on PATH)") from None
-    except OSError as exc:
-        raise FlashError(f"{doing}: cannot start {command[0]}: {exc.strerror or exc}") from None
-    if done.ending is process.Ending.TIMEOUT:
-        raise FlashError(f"{doing} timed out after {timeout:g} s: {' '.join(command)}")
-    output = (done.stdout + done.stderr).decode("utf-8", "replace")
+    done = process.run_tool(command, timeout, doing, FlashError, cwd=cwd)
+    output = done.output()
     if check and done.returncode != 0:
         raise FlashError(f"{doing} failed (exit {done.returncode}): {_tail(output)}")
     return output
-
-
-def _tail(text: str) -> str:
-    return "\n".join(text.strip().splitlines()[-12:]) or "(no output)"
 
 
 # ----------------------------------------------------------------------------------------------- gdb

@@ -249,15 +249,9 @@ def _memory(target: Target) -> dict[str, int]:
 
 def _run(command: list[str], doing: str) -> None:
     """Run a compiler step; its output is read as it comes and only its tail kept (for the message)."""
-    try:
-        done = process.run_capped(command, COMPILE_TIMEOUT_S)
-    except OSError as exc:
-        raise FirmwareBuildError(f"{doing}: cannot start {command[0]}: {exc.strerror or exc}") from None
-    if done.ending is process.Ending.TIMEOUT:
-        raise FirmwareBuildError(f"{doing} timed out after {COMPILE_TIMEOUT_S} s: {' '.join(command)}")
+    done = process.run_tool(command, COMPILE_TIMEOUT_S, doing, FirmwareBuildError)
     if done.returncode != 0:
-        output = (done.stdout + done.stderr).decode("utf-8", "replace")
-        tail = "\n".join(output.strip().splitlines()[-30:])
+        tail = process.last_lines(done.output(), 30)
         if "overflowed by" in tail or "will not fit in region" in tail or "left for the stack" in tail:
             raise BudgetError(f"{doing}: the firmware does not fit the target's memory:\n{tail}")
         raise FirmwareBuildError(f"{doing} failed (exit {done.returncode}):\n{tail}")

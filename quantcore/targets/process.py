@@ -20,7 +20,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +62,10 @@ class Captured:
     printed: int
     """Bytes the process printed on both streams, kept or not."""
     seconds: float
+
+    def output(self) -> str:
+        """What was kept of both streams, as text (for a tool's messages)."""
+        return (self.stdout + self.stderr).decode("utf-8", "replace")
 
 
 class _Stream:
@@ -148,6 +152,32 @@ def run_capped(
     returncode = process.returncode if exited else None
     seconds = time.monotonic() - start
     return Captured(run.out.value(), run.err.value(), returncode, ending, run.printed, seconds)
+
+
+def run_tool(
+    command: Sequence[str],
+    timeout: float,
+    doing: str,
+    error: Callable[[str], Exception],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Captured:
+    """`run_capped` for a tool (compiler, CMake, git, a flasher): a program that cannot be started, or
+    does not finish within `timeout`, is `error` with a message saying what was being done; the caller
+    judges the exit status and the output."""
+    try:
+        done = run_capped(command, timeout, cwd=cwd, env=env)
+    except OSError as exc:
+        raise error(f"{doing}: cannot start {command[0]}: {exc.strerror or exc}") from None
+    if done.ending is Ending.TIMEOUT:
+        raise error(f"{doing} timed out after {timeout:g} s: {' '.join(command)}")
+    return done
+
+
+def last_lines(text: str, count: int = 12) -> str:
+    """The last `count` lines of a tool's output, for a message ("(no output)" when there is none)."""
+    return "\n".join(text.strip().splitlines()[-count:]) or "(no output)"
 
 
 class _Run:

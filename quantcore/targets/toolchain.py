@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import functools
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from quantcore.targets import process
 from quantcore.targets.cores import Core
 from quantcore.targets.errors import ToolchainNotFound
 
 ARM_PACKAGES = "gcc-arm-none-eabi libnewlib-arm-none-eabi"
 """The Debian/Ubuntu packages that give arm-none-eabi-gcc and its C library."""
+QUERY_TIMEOUT_S = 30.0
+"""A question put to the compiler (where is libc.a?) that takes longer is answered 'no'."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,6 @@ def require_tool(name: str, package: str) -> str:
 @functools.lru_cache(maxsize=8)
 def _has_newlib(cc: str) -> bool:
     # gcc prints the bare name back when the file is not in its library search path.
-    done = subprocess.run([cc, "-print-file-name=libc.a"], capture_output=True, text=True, check=False)
-    path = done.stdout.strip()
+    done = process.run_capped([cc, "-print-file-name=libc.a"], QUERY_TIMEOUT_S)
+    path = done.stdout.decode("utf-8", "replace").strip()
     return done.returncode == 0 and Path(path).is_absolute() and Path(path).is_file()

@@ -24,6 +24,7 @@ from quantcore.cmsis_nn import CmsisNn, CmsisNnBuildError, build_host_library, r
 from quantcore.conformance.network import Layer, LayerKind, Network
 from quantcore.errors import QuantcoreError
 from quantcore.kernels.requantize import Rounding
+from quantcore.targets import process
 
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "cmsisnn_runner.c"
 """The C harness; it lives in the repository's bench/ (it is not packaged into the wheel yet)."""
@@ -193,17 +194,13 @@ def run_network(
     timeout: float = RUN_TIMEOUT_S,
 ) -> HostRun:
     """Run the batch `x` through `net` on compiled CMSIS-NN `repeat` times; outputs are the last pass's."""
-    from quantcore.targets import process
-
     with tempfile.TemporaryDirectory(prefix="fixpoint-host-") as tmp:
         work = Path(tmp)
         (work / "network.bin").write_bytes(serialise_network(net))
         (work / "inputs.bin").write_bytes(serialise_inputs(net, x))
         args = [str(runner), *(str(work / f) for f in ("network.bin", "inputs.bin", "outputs.bin"))]
         args += ["--repeat", str(repeat)] + (["--all-layers"] if all_layers else [])
-        done = process.run_capped(args, timeout)
-        if done.ending is process.Ending.TIMEOUT:
-            raise HostRunError(f"{runner.name} did not finish within {timeout:g} s")
+        done = process.run_tool(args, timeout, f"running {runner.name}", HostRunError)
         if done.returncode != 0:
             stderr = done.stderr.decode("utf-8", "replace").strip()[-2000:]
             raise HostRunError(f"{runner.name} exited {done.returncode}: {stderr}")
