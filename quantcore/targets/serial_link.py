@@ -124,9 +124,7 @@ def check_device(path: str, origin: str = SETTING) -> None:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise TargetError(
-            f"serial device {shown(path)} does not exist (is the board plugged in? {origin})"
-        ) from None
+        raise _missing(path, origin) from None
     except OSError as exc:
         problem = exc.strerror or exc
         raise TargetError(f"cannot use serial device {shown(path)}: {problem} ({origin})") from None
@@ -233,13 +231,17 @@ def _device_error(path: str, code: int | None, exc: Exception, origin: str) -> T
     if code in _BUSY:
         return busy_error(path)
     if code == errno.ENOENT:
-        return TargetError(f"serial device {shown(path)} does not exist (is the board plugged in? {origin})")
+        return _missing(path, origin)
     if code in (errno.EACCES, errno.EPERM):
         return TargetError(
             f"no permission to open {shown(path)}: add your user to the group that owns it (on Debian: "
             "`sudo usermod -aG dialout $USER`, then log in again)"
         )
     return TargetError(f"cannot open serial device {shown(path)}: {_reason(exc)} ({origin})")
+
+
+def _missing(path: str, origin: str) -> TargetError:
+    return TargetError(f"serial device {shown(path)} does not exist (is the board plugged in? {origin})")
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
