@@ -20,7 +20,7 @@ import pytest
 from quantcore import cmsis_nn
 from quantcore.cli import main
 from tests.targets.models import MAXPOOL_SRC
-from tests.test_cmsis_nn_locator import git, git_checkout
+from tests.test_cmsis_nn_locator import commit_change, git, git_checkout
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -118,10 +118,8 @@ def test_git_repository_variables_of_the_caller_do_not_redirect_git(
 ) -> None:
     repo, _ = hostile
     other = git_checkout(tmp_path / "other")
-    (other / "README.md").write_text("another commit\n")
-    git(other, "add", ".")
-    git(other, "commit", "-q", "-m", "other")
-    own, foreign = git(repo, "rev-parse", "HEAD"), git(other, "rev-parse", "HEAD")
+    foreign = commit_change(other, "another commit\n")
+    own = git(repo, "rev-parse", "HEAD")
     monkeypatch.setenv("GIT_DIR", str(other / ".git"))  # e.g. Fixpoint run from a git hook
     assert cmsis_nn.locate(repo).commit == own != foreign
 
@@ -153,10 +151,7 @@ def test_a_ref_the_repository_does_not_have_is_named(tmp_path: Path) -> None:
 def test_a_branch_of_the_origin_is_a_ref_too(tmp_path: Path) -> None:
     repo = git_checkout(tmp_path / "repo")
     git(repo, "checkout", "-q", "-b", "feature")
-    (repo / "README.md").write_text("on a branch\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "branch")
-    feature = git(repo, "rev-parse", "HEAD")
+    feature = commit_change(repo, "on a branch\n")
     git(repo, "checkout", "-q", "-")
     assert cmsis_nn.install(str(repo), ref="feature").commit == feature
 

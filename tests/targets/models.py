@@ -7,6 +7,7 @@ executor (int8_exec) run on its quantized graph is what the fixture firmware mus
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -33,14 +34,18 @@ def maxpool_onnx() -> onnx.ModelProto:
     return model
 
 
-def write_maxpool_project(folder: Path) -> tuple[Path, Path]:
-    """maxpool.onnx and maxpool.params.json in `folder`, quantized on seeded random data."""
+def write_maxpool_project(folder: Path, node_names: Sequence[str] = ()) -> tuple[Path, Path]:
+    """maxpool.onnx and maxpool.params.json in `folder`, quantized on seeded random data; `node_names`
+    renames the pools."""
     from quantcore import pipeline
     from quantcore.data import DataSet
     from quantcore.quantize import params_json
 
+    model = maxpool_onnx()
+    for node, name in zip(model.graph.node, node_names, strict=False):
+        node.name = name
     model_path = folder / "maxpool.onnx"
-    onnx.save(maxpool_onnx(), model_path)
+    onnx.save(model, model_path)
     loaded = pipeline.load_model(model_path)
     x = np.random.default_rng(0).normal(size=(16, 2, 4, 4)).astype(np.float32)
     result = pipeline.quantize(loaded, DataSet(x))

@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -68,9 +69,9 @@ def _flash_verify(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, 
     return code, out, err
 
 
-def _hold(*command: str) -> subprocess.Popen[bytes]:
+def _hold(*command: str, stdin: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
     """Another program, in a session of its own so that it and its children can be stopped together."""
-    holder = subprocess.Popen(list(command), start_new_session=True)
+    holder = subprocess.Popen(list(command), stdin=stdin, start_new_session=True)
     time.sleep(0.3)
     return holder
 
@@ -139,7 +140,7 @@ def test_a_port_another_program_locks_is_busy_naming_that_program(
 
 def test_a_port_held_open_without_a_lock_is_busy_too(pty_port: str) -> None:
     with open(pty_port, "rb") as device:
-        holder = _hold_with_stdin(device)
+        holder = _hold("sleep", "60", stdin=device)
         try:
             with pytest.raises(PortBusyError) as error:
                 SerialLink(pty_port)
@@ -148,12 +149,6 @@ def test_a_port_held_open_without_a_lock_is_busy_too(pty_port: str) -> None:
     assert str(error.value) == (
         f"{pty_port} is busy: another program holds it (pid {holder.pid} 'sleep'; close the serial monitor)"
     )
-
-
-def _hold_with_stdin(device: object) -> subprocess.Popen[bytes]:
-    holder = subprocess.Popen(["sleep", "60"], stdin=device, start_new_session=True)  # type: ignore[arg-type]
-    time.sleep(0.3)
-    return holder
 
 
 def test_the_exclusive_lock_refuses_a_second_reader(pty_port: str) -> None:

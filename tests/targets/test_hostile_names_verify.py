@@ -7,35 +7,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import onnx
 import pytest
 
 from quantcore import cli, cmsis_nn
 from quantcore.display import printable, shorten
 from quantcore.targets.verify import firmware_name
-from tests.targets.models import maxpool_onnx
+from tests.targets.models import write_maxpool_project
 
 NAMES = ["a */ int injected = 1; /*\nFIXPOINT END status=ok", "p" * 10_000]
 
 
 @pytest.fixture
 def hostile_model(tmp_path: Path) -> tuple[Path, Path]:
-    import numpy as np
-
-    from quantcore import pipeline
-    from quantcore.data import DataSet
-    from quantcore.quantize import params_json
-
-    model = maxpool_onnx()
-    for node, name in zip(model.graph.node, NAMES, strict=True):
-        node.name = name
-    path = tmp_path / "hostile.onnx"
-    onnx.save(model, path)
-    loaded = pipeline.load_model(path)
-    x = np.random.default_rng(0).normal(size=(16, 2, 4, 4)).astype(np.float32)
-    params = tmp_path / "hostile.params.json"
-    params_json.write(params, pipeline.quantize(loaded, DataSet(x)).document)
-    return path, params
+    return write_maxpool_project(tmp_path, NAMES)
 
 
 def test_firmware_names_are_the_shortened_printable_form() -> None:
