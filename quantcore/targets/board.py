@@ -143,8 +143,9 @@ def run_on_qemu_board(
         backends.flash_gdb(firmware, settings, timeout=min(timeout, backends.FLASH_TIMEOUT_S))
         channel = f"UART of QEMU {board.machine} ({link.url})"
         text = link.read_transcript(max(1.0, timeout - (time.monotonic() - start)), timeout)
-        check_exit(0, text, board.stderr(), channel)
-        return finish(text, channel, expect, time.monotonic() - start, board.stderr())
+        stderr = board.stderr()
+        check_exit(0, text, stderr, channel)
+        return finish(text, channel, expect, time.monotonic() - start, stderr)
 
 
 def open_uart(serial_url: str, baud: int = BAUD, origin: str = SETTING) -> SerialLink:
