@@ -28,7 +28,7 @@ import numpy as np
 from quantcore.ir import Activation, DType
 from quantcore.quantize import params as P
 from quantcore.quantize.graph import SOFTMAX_OUTPUT
-from quantcore.quantize.params_json import Doc, JsonPath, Problem, json_path, quoted
+from quantcore.quantize.params_problems import Doc, JsonPath, Problem, json_path, quoted
 
 KERNELS: dict[str, tuple[str | None, ...]] = {
     "conv2d": ("arm_convolve_wrapper_s8", "arm_convolve_wrapper_s16"),

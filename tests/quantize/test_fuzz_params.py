@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from quantcore import pipeline
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Graph
-from quantcore.quantize import consistency, params_json
+from quantcore.quantize import consistency, params_checks, params_json
 from quantcore.quantize.document import from_document
 from quantcore.quantize.params_json import QuantParamsError, load, loads, validate
 from tests.onnx_models import residual_cnn
@@ -232,6 +232,6 @@ def test_the_mutations_reach_every_stage() -> None:
     for seed in range(60):
         rnd = random.Random(seed)
         doc = mutate(rnd, functools.partial(_plain_pick, rnd))
-        stage = params_json._first_failing_stage(doc, params_json._STAGES)[0] or "accepted"
+        stage = params_checks.first_failing_stage(doc)[0] or "accepted"
         stages[stage] = stages.get(stage, 0) + 1
     assert {"schema", "semantic", "consistency", "accepted"} <= set(stages), stages

@@ -28,7 +28,7 @@ from quantcore import limits, pipeline, untrusted
 from quantcore.calibrate.method import Method, RangeMethod
 from quantcore.data import DataSet
 from quantcore.kernels.requantize import Rounding
-from quantcore.quantize import consistency, params_json
+from quantcore.quantize import consistency, params_checks, params_json
 from quantcore.quantize.document import DocumentError, finetuned_weights
 from quantcore.quantize.params_json import QuantParamsError, load, loads, model_path, recorded_model, validate
 from quantcore.quantize.scaling import quantize_multiplier
@@ -523,7 +523,7 @@ def test_problems_are_capped() -> None:
     doc = golden()
     weights = doc["tensors"]["fc.weight"]
     weights["scale"] = [0.0] * 1500
-    assert len(validate(doc)) == params_json.MAX_PROBLEMS
+    assert len(validate(doc)) == params_checks.MAX_PROBLEMS
     assert first(doc).endswith("(1 of 1000+ problems; fix the file, or regenerate it with the quantizer)")
 
 
@@ -538,12 +538,12 @@ def test_name_suggestions_are_budgeted() -> None:
     problems = validate(doc)
     assert len(problems) == 100  # each misspelled, each close to a name
     suggested = [p for p in problems if p.message.endswith(f'(did you mean "extra{p.path[1] - 16}"?)')]
-    assert len(suggested) == params_json.SUGGESTIONS
+    assert len(suggested) == params_checks.SUGGESTIONS
 
 
 def test_a_document_of_more_values_than_any_model_needs_is_refused_before_the_schema() -> None:
     doc = golden()
-    doc["tensors"]["fc.weight"]["observed"]["min"] = [0.0] * params_json.MAX_VALUES
+    doc["tensors"]["fc.weight"]["observed"]["min"] = [0.0] * params_checks.MAX_VALUES
     assert messages(doc) == ["$: holds more than 1,000,000 values, more than any model's parameters"]
 
 

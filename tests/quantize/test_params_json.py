@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from quantcore.kernels.requantize import Rounding
-from quantcore.quantize import params_json
+from quantcore.quantize import params_checks, params_json
 from quantcore.quantize.params_json import (
     Problem,
     QuantParamsError,
@@ -220,9 +220,9 @@ def test_a_document_using_every_op_is_valid() -> None:
 
 
 def test_the_schema_is_a_valid_draft_07_schema() -> None:
-    jsonschema.Draft7Validator.check_schema(params_json.schema())
-    assert params_json.schema()["$schema"] == "http://json-schema.org/draft-07/schema#"
-    identity = params_json.schema()["properties"]
+    jsonschema.Draft7Validator.check_schema(params_checks.schema())
+    assert params_checks.schema()["$schema"] == "http://json-schema.org/draft-07/schema#"
+    identity = params_checks.schema()["properties"]
     assert (identity["format"]["const"], identity["version"]["const"]) == (
         params_json.FORMAT,
         params_json.VERSION,
@@ -248,7 +248,7 @@ def _properties_without_description(node: Any, where: str = "#") -> list[str]:
 
 def test_every_property_of_the_schema_has_a_description() -> None:
     # Editors show these on hover; conditions (if/then) only narrow properties described elsewhere.
-    assert _properties_without_description(params_json.schema()) == []
+    assert _properties_without_description(params_checks.schema()) == []
 
 
 def test_the_example_numbers_follow_the_int8_scheme() -> None:

@@ -20,8 +20,9 @@ from fixpoint_server.findings import Span
 from fixpoint_server.parse.json_positions import Located, locate
 from quantcore import untrusted
 from quantcore.ir import Graph, Node
-from quantcore.quantize import consistency, params_json
-from quantcore.quantize.params_json import Problem, QuantParamsError
+from quantcore.quantize import consistency, params_checks, params_json
+from quantcore.quantize.params_json import QuantParamsError
+from quantcore.quantize.params_problems import Problem
 
 if TYPE_CHECKING:
     from fixpoint_server.rules.context import CheckContext
@@ -115,11 +116,11 @@ def read_params(path: Path, text: str) -> ParamsFile:
         return ParamsFile(path, key, None, None, [ParamsProblem((), f"invalid JSON: {exc.msg}", span)])
     except ValueError as exc:  # an integer of more digits than Python converts
         return ParamsFile(path, key, None, None, [ParamsProblem((), f"invalid JSON: {exc}", Span.at(0))])
-    problems = params_json.validate_structure(located.value)
+    problems = params_checks.validate_structure(located.value)
     if problems:
         return ParamsFile(path, key, located, None, _placed(located, problems))
     document: dict[str, Any] = located.value
-    inconsistent = _placed(located, params_json.consistency_problems(document))
+    inconsistent = _placed(located, params_checks.consistency_problems(document))
     hand = [ParamsProblem(p, reason, located.span(p)) for p, reason in consistency.overrides(document)]
     return ParamsFile(path, key, located, document, inconsistent=inconsistent, overrides=hand)
 
