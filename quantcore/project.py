@@ -204,7 +204,6 @@ def _alignment(value: Any) -> int:
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
-_HOST_PORT = re.compile(r"[A-Za-z0-9_.:\[\]-]{1,255}:\d{1,5}\Z")
 
 
 def _name(value: Any) -> str:
@@ -216,7 +215,8 @@ def _name(value: Any) -> str:
 
 
 def _argument(value: Any) -> str:
-    """A string passed to a flashing tool as one argument: no control characters, not an option."""
+    """A string passed to a flashing tool as one argument: no control characters, not an option (the
+    backends check probe and device names more strictly where they build their command lines)."""
     text = _str(value)
     if text.startswith("-") or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text) or len(text) > 255:
         raise ValueError(
@@ -226,8 +226,11 @@ def _argument(value: Any) -> str:
 
 
 def _host_port(value: Any) -> str:
+    """gdb_remote: the rule the gdb backend applies (quantcore.targets.serial_link.is_host_port)."""
+    from quantcore.targets.serial_link import is_host_port
+
     text = _str(value)
-    if not _HOST_PORT.match(text) or not 0 < int(text.rsplit(":", 1)[1]) < 65536:
+    if not is_host_port(text):
         raise ValueError(f"expected host:port with a port from 1 to 65535, got {text[:80]!r}")
     return text
 
