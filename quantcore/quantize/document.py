@@ -248,11 +248,12 @@ def write_finetuned(
         "sha256": hashlib.sha256(raw).hexdigest(),
     }
     written = _ordered({**document, "finetuned": {"method": "qat", **entry}})
-    problems = params_json.validate(written)
-    if problems:  # checked before either file is touched
-        raise DocumentError(f"{params}: not written: {problems[0]}")
+    try:
+        text = params_json.encoded(params, written)  # validated before either file is touched
+    except params_json.QuantParamsError as exc:
+        raise DocumentError(f"{params}: not written: {exc.problems[0]}") from exc
     params_json.write_atomically(sidecar, raw)
-    params_json.write(params, written)
+    params_json.write_atomically(params, text)
     return written
 
 

@@ -73,6 +73,10 @@ def dump(doc: Doc) -> str:
     problems = params_checks.json_data_problems(doc)
     if problems:
         raise QuantParamsError.invalid("<document>", problems, "convert the value to plain JSON data")
+    return _text(doc)
+
+
+def _text(doc: Doc) -> str:
     return _encode(doc, 0) + "\n"
 
 
@@ -95,11 +99,16 @@ def _scalar(value: Any) -> str:
 
 def write(path: str | os.PathLike[str], doc: Doc) -> None:
     """Validate `doc` and write it atomically: the file is either the old one or the complete new one."""
-    target = Path(path)
+    write_atomically(Path(path), encoded(path, doc))
+
+
+def encoded(path: str | os.PathLike[str], doc: Doc) -> bytes:
+    """What `write` writes to `path`: `doc` validated (QuantParamsError naming `path` if it is not valid)
+    and dumped, for a caller writing it along with other files."""
     problems = validate(doc)
     if problems:
-        raise QuantParamsError.invalid(str(target), problems, _WRITE_ADVICE, "not written: ")
-    write_atomically(target, dump(doc).encode("utf-8"))
+        raise QuantParamsError.invalid(str(path), problems, _WRITE_ADVICE, "not written: ")
+    return _text(doc).encode("utf-8")  # validate checked what dump checks too
 
 
 def write_atomically(target: Path, data: bytes) -> None:
