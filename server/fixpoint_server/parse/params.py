@@ -11,14 +11,12 @@ that compare C code with it.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fixpoint_server.findings import Span
 from fixpoint_server.parse.json_positions import Located, locate
-from quantcore import untrusted
 from quantcore.ir import Graph, Node
 from quantcore.quantize import consistency, params_checks, params_json
 from quantcore.quantize.params_json import QuantParamsError
@@ -28,7 +26,6 @@ if TYPE_CHECKING:
     from fixpoint_server.rules.context import CheckContext
 
 JsonPath = tuple[str | int, ...]
-_LINE = re.compile(r"line (\d+):")
 
 
 @dataclass(frozen=True)
@@ -78,40 +75,37 @@ class ParamsFile:
             model = ctx.project.model
             if model is not None and model.is_file():
                 return model.resolve()
-        try:
-            candidate = self._recorded_model(ctx)
-        except QuantParamsError:
-            return None
+        candidate, _ = self._recorded_model(ctx)
         return candidate if candidate is not None and candidate.is_file() else None
 
     def recorded_model_problem(self, ctx: CheckContext) -> str | None:
         """Why the model path the JSON records cannot be followed (absolute, or out of the workspace)."""
-        try:
-            self._recorded_model(ctx)
-        except QuantParamsError as exc:
-            return str(exc).removeprefix(f"{self.path}: ")
-        return None
+        return self._recorded_model(ctx)[1]
 
-    def _recorded_model(self, ctx: CheckContext) -> Path | None:
-        raw = self.raw
-        model = raw.get("model") if isinstance(raw, dict) else None
-        if not isinstance(model, dict) or not isinstance(model.get("path"), str):
-            return None
-        return params_json.model_path(raw, self.path, ctx.read_roots)
+    def _recorded_model(self, ctx: CheckContext) -> tuple[Path | None, str | None]:
+        """The model path the JSON records, resolved, or why it cannot be followed; once per snapshot
+        (several rules ask, and each answer resolves symlinks through the workspace's roots)."""
+
+        def resolve() -> tuple[Path | None, str | None]:
+            raw = self.raw
+            model = raw.get("model") if isinstance(raw, dict) else None
+            if not isinstance(model, dict) or not isinstance(model.get("path"), str):
+                return None, None
+            try:
+                return params_json.model_path(raw, self.path, ctx.read_roots), None
+            except QuantParamsError as exc:
+                return None, str(exc).removeprefix(f"{self.path}: ")
+
+        return ctx.memo(("recorded-model", self.path), resolve)
 
 
 def read_params(path: Path, text: str) -> ParamsFile:
     from fixpoint_server.rules.context import digest
 
     key = digest(text)
-    too_deep = untrusted.json_depth_problem(text)
-    if too_deep is not None:  # measured before any parser recurses into it
-        line = _LINE.match(too_deep)
-        span = Span.at(int(line.group(1)) - 1) if line else Span.at(0)
-        return ParamsFile(path, key, None, None, [ParamsProblem((), too_deep, span)])
     try:
         located = locate(text)
-    except json.JSONDecodeError as exc:
+    except json.JSONDecodeError as exc:  # nested too deep too: locate measures that before it recurses
         span = Span.at(exc.lineno - 1, exc.colno - 1, 1)
         return ParamsFile(path, key, None, None, [ParamsProblem((), f"invalid JSON: {exc.msg}", span)])
     except ValueError as exc:  # an integer of more digits than Python converts
