@@ -103,6 +103,16 @@ def in_worker(loop: asyncio.AbstractEventLoop) -> Callable[[Coroutine[Any, Any, 
     return call
 
 
+async def still_checking_after(
+    client: LanguageClient, capfd: pytest.CaptureFixture[str], run: Callable[[], None]
+) -> None:
+    """`run` (a hypothesis property) in a worker thread; then the server still checks the workspace, and
+    its stderr (forwarded by pytest-lsp) holds no traceback."""
+    await asyncio.to_thread(run)
+    assert (await check_workspace(client))["ok"] is True
+    assert "Traceback" not in capfd.readouterr().err
+
+
 async def test_hovers_and_code_actions_anywhere_are_answered(
     client: LanguageClient, tree: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -121,9 +131,7 @@ async def test_hovers_and_code_actions_anywhere_are_answered(
         actions = call(client.text_document_code_action_async(params))
         assert actions is None or isinstance(actions, (list, tuple))
 
-    await asyncio.to_thread(requests)
-    assert (await check_workspace(client))["ok"] is True
-    assert "Traceback" not in capfd.readouterr().err  # the server's stderr, forwarded by pytest-lsp
+    await still_checking_after(client, capfd, requests)
 
 
 async def test_random_documents_and_edits_keep_the_server_answering(
@@ -152,9 +160,7 @@ async def test_random_documents_and_edits_keep_the_server_answering(
         assert hover is None or isinstance(hover, lsp.Hover)
         client.text_document_did_close(lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri=uri)))
 
-    await asyncio.to_thread(edits)
-    assert (await check_workspace(client))["ok"] is True
-    assert "Traceback" not in capfd.readouterr().err  # the server's stderr, forwarded by pytest-lsp
+    await still_checking_after(client, capfd, edits)
 
 
 async def test_commands_with_any_arguments_answer(
@@ -177,9 +183,7 @@ async def test_commands_with_any_arguments_answer(
         if command not in ("fixpoint.checkWorkspace", "fixpoint.lastReport"):
             assert result["ok"] is False  # refused: bad arguments, or the workspace is not trusted
 
-    await asyncio.to_thread(commands)
-    assert (await check_workspace(client))["ok"] is True
-    assert "Traceback" not in capfd.readouterr().err  # the server's stderr, forwarded by pytest-lsp
+    await still_checking_after(client, capfd, commands)
 
 
 @pytest.fixture

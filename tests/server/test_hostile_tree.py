@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -92,33 +91,6 @@ def test_a_source_over_the_size_limit_is_skipped_with_its_size(small: Path) -> N
     problem = problem_of(big, small)
     assert "is larger than Fixpoint reads" in problem
     assert (status, lines) == (0, [skipped_line("src/weights.c", problem), "1 finding, 0 errors"])
-
-
-def nest(folder: Path, depth: int) -> list[Path]:
-    """`folder`/d/d/... `depth` levels, made one level at a time (os.makedirs recurses once a level)."""
-    levels = [folder]
-    folder.mkdir()
-    for _ in range(depth):
-        levels.append(levels[-1] / "d")
-        levels[-1].mkdir()
-    return levels
-
-
-def unnest(levels: list[Path]) -> None:
-    """Remove what nest made, deepest first: shutil.rmtree (and so pytest's cleanup of old temporary
-    folders) recurses once a level and fails on 1,500 of them."""
-    for level in reversed(levels):
-        for entry in level.iterdir():
-            if not entry.is_dir():
-                entry.unlink()
-        level.rmdir()
-
-
-@pytest.fixture
-def deep(small: Path) -> Iterator[list[Path]]:
-    levels = nest(small / "deep", 1500)
-    yield levels
-    unnest(levels)
 
 
 def test_1500_nested_folders_are_walked_without_recursion_and_the_cut_is_reported(
