@@ -9,6 +9,7 @@ finding if it were), and each is a finding saying what was skipped and why.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -219,3 +220,18 @@ def test_a_fixpoint_toml_over_its_size_limit_is_one_finding(small: Path) -> None
     project, findings = settings.load(small)
     assert project.path == toml and [(f.code, f.span.line) for f in findings] == [(Code.PROJECT_SETTINGS, 0)]
     assert "is larger than Fixpoint reads" in findings[0].message
+
+
+def test_files_are_hashed_within_the_boundary_models_are_read_from(tmp_path: Path) -> None:
+    """fixpoint.toml may name a model in the repository above the workspace (read_roots): the stale check
+    hashes it like one inside; a file outside the repository is not read."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    tree = make_tree(repo / "fw").resolve()
+    shared = repo / "shared.onnx"
+    shared.write_bytes(b"model bytes")
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes(b"model bytes")
+    ctx = fixtures.context(tree)
+    assert ctx.file_sha256(shared) == hashlib.sha256(b"model bytes").hexdigest()
+    assert ctx.file_sha256(outside) is None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from quantcore import display, limits, untrusted
-from quantcore.project import Project
+from quantcore.project import Project, read_roots
 
 T = TypeVar("T")
 _MESSAGE_MAX_CHARS = 1000
@@ -84,7 +84,7 @@ def classify(path: Path) -> FileKind | None:
 def _unusable(path: Path, roots: list[Path]) -> str | None:
     """Why a file the JSON names must not be loaded (outside the workspace and its repository; a FIFO
     or device: opening it could block), or None; a missing file is left to the loader's own message."""
-    inside = next((root for root in roots if untrusted.is_inside(path, root)), None)
+    inside = _holding(path, roots)
     if inside is None:
         return f"is outside the workspace {roots[0]}"
     if not os.path.lexists(path):
@@ -94,6 +94,11 @@ def _unusable(path: Path, roots: list[Path]) -> str | None:
     except untrusted.UntrustedInputError as exc:
         return exc.problem
     return None
+
+
+def _holding(path: Path, roots: list[Path]) -> Path | None:
+    """The first of `roots` that `path` lies in, symlinks resolved; None when it leaves all of them."""
+    return next((root for root in roots if untrusted.is_inside(path, root)), None)
 
 
 def _stamp(path: Path) -> str:
@@ -164,8 +169,6 @@ class CheckContext:
     def read_roots(self) -> list[Path]:
         """Where a model or sidecar a JSON names may be read from: the workspace, and the git work tree
         holding it (a subfolder of a repository opened alone still reads `../model.onnx`)."""
-        from quantcore.project import read_roots
-
         return self.memo(
             "read_roots", lambda: [self.root, *(r for r in read_roots(self.root) if r != self.root)]
         )
@@ -233,7 +236,9 @@ class CheckContext:
 
     def file_sha256(self, path: Path) -> str | None:
         """SHA-256 of the file's bytes on disk (what `fixpoint generate` hashed), cached by mtime and size;
-        None for what cannot be read (a FIFO or device, a symlink out of the workspace, a vanished file)."""
+        None for what cannot be read (a FIFO or device, a path out of `read_roots`, a vanished file).
+        The boundary is the one the model is loaded within: fixpoint.toml may name a model or JSON in
+        the repository above the workspace, and its hash is compared all the same."""
         try:
             stat = path.stat()
         except OSError:
@@ -241,9 +246,12 @@ class CheckContext:
         key = f"{stat.st_mtime_ns}:{stat.st_size}"
 
         def compute() -> str | None:
+            root = _holding(path, self.read_roots)
+            if root is None:
+                return None
             try:
-                data = untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES, root=self.root)
-            except untrusted.UntrustedInputError:
+                data = untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES, root=root)
+            except (untrusted.UntrustedInputError, OSError):  # OSError: an error while reading (EIO)
                 return None
             return hashlib.sha256(data).hexdigest()
 
