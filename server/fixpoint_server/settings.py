@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,9 @@ from typing import Any
 from fixpoint_server.findings import Code, Finding, Span
 from quantcore import limits, untrusted
 from quantcore.codegen.files import read_header
-from quantcore.project import FILENAME, SEVERITIES, Problem, Project, load_project
+from quantcore.errors import InputError
+from quantcore.project import FILENAME, SEVERITIES, Problem, Project, key_line, load_project
+from quantcore.quantize import params_json
 
 Reader = Callable[[Path], str | None]
 
@@ -40,7 +41,9 @@ def load(root: Path) -> tuple[Project, list[Finding]]:
         return defaults, []  # a FIFO, a symlink out: never opened; the skipped-file rule says so
     project, problems = load_project(path)  # too large or not UTF-8: one problem, at line 1
     problems += _unknown_rules(project)
-    try:
+    if not problems:
+        return project, []
+    try:  # read again only for the lengths of the lines a finding spans
         text = untrusted.read_text(path, limit=limits.TOML_MAX_BYTES, root=root)
     except untrusted.UntrustedInputError:
         text = ""  # its problem says why; it is placed at the top
@@ -89,16 +92,13 @@ def with_severities(project: Project, editor: dict[str, str]) -> Project:
 
 
 def _recorded_model(root: Path, params: Path, read: Reader) -> Path | None:
-    """The model the JSON records, when it is a file inside the workspace."""
-    text = read(params)
+    """The model the JSON records (params_json.model_path: relative, inside the workspace), if it exists."""
     try:
-        recorded = untrusted.loads_json(text or "", str(params))["model"]["path"]
-    except (ValueError, KeyError, TypeError, untrusted.UntrustedInputError):
+        document = untrusted.loads_json(read(params) or "", str(params))
+        model = params_json.model_path(document, params, [root])
+    except (ValueError, InputError):  # not JSON, nested too deep, no usable $.model.path
         return None
-    if not isinstance(recorded, str) or "\0" in recorded:
-        return None
-    candidate = params.parent / recorded
-    return candidate if untrusted.is_inside(candidate, root) and candidate.is_file() else None
+    return model if model.is_file() else None
 
 
 def _generated_folder(c_files: Iterable[Path], read: Reader) -> Path | None:
@@ -120,7 +120,7 @@ def _unknown_rules(project: Project) -> list[Problem]:
 
 
 def _finding(path: Path, text: str, problem: Problem) -> Finding:
-    span = key_span(text, problem.key)
+    span = _span(text, problem)
     where = f"{FILENAME}:{span.line + 1}: {problem.key}" if problem.key else f"{FILENAME}:{span.line + 1}"
     return Finding(
         Code.PROJECT_SETTINGS,
@@ -131,23 +131,11 @@ def _finding(path: Path, text: str, problem: Problem) -> Finding:
     )
 
 
-def key_span(text: str, dotted: str) -> Span:
-    """The line of `dotted` (e.g. "budget.flash") in a TOML text: the key inside its table, else the table."""
-    if not dotted:
+def _span(text: str, problem: Problem) -> Span:
+    """The whole line of the problem: where load_project placed it, else its key's line (key_line, for
+    the problems added here), else the top of the file."""
+    if not problem.key and not problem.line:
         return Span.at(0)
-    *tables, key = dotted.split(".")
+    line = problem.line - 1 if problem.line else key_line(text, problem.key) or 0
     lines = text.split("\n")
-    current: list[str] = []
-    fallback = 0
-    for n, line in enumerate(lines):
-        header = re.match(r"\s*\[([^\]]+)\]", line)
-        if header:
-            current = [part.strip() for part in header.group(1).split(".")]
-            if current == [*tables, key]:
-                return Span(n, 0, n, len(line))  # the key is a table of its own
-            if current == tables:
-                fallback = n
-            continue
-        if current == tables and re.match(rf'\s*("?){re.escape(key)}\1\s*=', line):
-            return Span(n, 0, n, len(line))
-    return Span(fallback, 0, fallback, len(lines[fallback]) if lines else 0)
+    return Span(line, 0, line, len(lines[line]) if line < len(lines) else 0)
