@@ -22,6 +22,7 @@ from typing import Any
 
 from fixpoint_server import __version__
 from fixpoint_server.findings import Code, Finding, Severity
+from quantcore.display import one_line
 
 SARIF_LEVEL = {
     Severity.ERROR: "error",
@@ -95,12 +96,6 @@ def render(findings: list[Finding], root: Path, fmt: str) -> str:
     errors = sum(f.effective_severity is Severity.ERROR for f in findings)
     lines.append(f"{len(findings)} finding{'s' * (len(findings) != 1)}, {errors} error{'s' * (errors != 1)}")
     return "\n".join(lines)
-
-
-def one_line(text: str) -> str:
-    """`text` with what could break or forge a line of the report (a file named `a\nb.c`, a terminal
-    escape in a message) shown as <U+XXXX>; other characters, non-ASCII ones included, kept."""
-    return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in text)
 
 
 def _relative(path: Path, root: Path) -> str:
