@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +67,7 @@ class WorkspaceIndex:
             if kind is None:
                 continue
             found[path] = kind
-            problem = self._problem(path)
+            problem = None if _plain_file(path) else self._problem(path)
             if problem is not None:
                 skipped[path] = problem
         with self._lock:
@@ -176,7 +177,7 @@ class WorkspaceIndex:
             text = _decode(untrusted.read_bytes(path, limit=limits.SOURCE_MAX_BYTES, root=self.root))
         except untrusted.UntrustedInputError as exc:
             text, problem = None, exc.problem
-        except OSError as exc:  # read_bytes lets some through (a directory: os.fdopen refuses it)
+        except OSError as exc:  # an error while reading (EIO): read_bytes refuses the rest itself
             text, problem = None, f"cannot read: {exc.strerror or exc}"
         with self._lock:
             self._disk[path] = _Cached(stat.st_mtime_ns, stat.st_size, text)
@@ -206,6 +207,16 @@ class WorkspaceIndex:
             self.root, self.project, files, self.read, self.cache, self.version,
             problem=self.problem, notes=self.notes,
         )  # fmt: skip
+
+
+def _plain_file(path: Path) -> bool:
+    """Whether the walk's `path` is a regular file itself, not a symlink: then it is readable as far as a
+    stat tells, and inside the workspace (the walk enters no symlinked folder), so _problem's realpaths
+    are not needed - one lstat instead, for most of the tree."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _decode(data: bytes) -> str | None:
