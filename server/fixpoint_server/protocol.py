@@ -101,8 +101,9 @@ class FixpointProtocol(LanguageServerProtocol):
         error = kind(problem).to_response_error()
         if method is not None:
             self._send_response(message.id, error=error)
-        elif (future := self._request_futures.pop(message.id, None)) is not None:
-            future.set_exception(JsonRpcException.from_error(error))  # the client's answer to our request
+        elif (future := self._request_futures.pop(message.id, None)) is not None and not future.done():
+            # the client's answer to our request; one cancelled meanwhile (shutdown) waits for nothing
+            future.set_exception(JsonRpcException.from_error(error))
 
     def _handle_cancel_notification(self, msg_id: MsgId) -> None:
         if not isinstance(msg_id, (int, str)):  # lsprotocol lets a list through; it is no request's id
