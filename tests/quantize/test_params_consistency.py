@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from quantcore import limits, pipeline, untrusted
@@ -33,12 +33,11 @@ from quantcore.quantize.document import DocumentError, finetuned_weights
 from quantcore.quantize.params_json import QuantParamsError, load, loads, model_path, recorded_model, validate
 from quantcore.quantize.scaling import quantize_multiplier
 from tests.onnx_models import outlier_cnn, residual_cnn, small_cnn
+from tests.quantize.test_fuzz_params import GOLDEN, fuzz
 
 REPO = Path(__file__).resolve().parents[2]
-GOLDEN = REPO / "tests" / "codegen" / "golden" / "residual" / "residual.params.json"
 EXAMPLE = REPO / "quantcore" / "schema" / "lenet.quant-params.example.json"
 BROKEN_TREE = REPO / "examples" / "broken" / "model" / "fashion.params.json"
-FUZZ = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 0)
 
 
 def golden() -> dict[str, Any]:
@@ -103,11 +102,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], pi
     return loaded
 
 
-@settings(
-    max_examples=FUZZ or 12,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fuzz(12)
 @given(
     name=st.sampled_from(sorted(_MODELS)),
     seed=st.integers(0, 2),
@@ -241,24 +236,27 @@ def test_an_input_offset_that_does_not_negate_the_zero_point() -> None:
     assert validate(doc)[0].expected == -11
 
 
+_ADD_SCALES = (
+    'the recorded scales ("pw" 0.0197118, "pool1" 0.0455633, output 0.042097) in TFLite\'s add scheme,'
+    " which give"
+)
+_SOFTMAX_SCALE = "the recorded input scale 0.0716242 (beta 1, TFLite's int8 softmax scaling), which gives"
+
+
 @pytest.mark.parametrize(
     ("layer", "key", "value", "expected"),
     [
         ("pwconv", "output_offset", 30, 'the zero point of output "pw": it must equal it'),
-        ("residual", "out_mult", 1162153971, 'the recorded scales ("pw" 0.0197118, "pool1" 0.0455633,'
-            " output 0.042097) in TFLite's add scheme, which give 1162153970"),
+        ("residual", "out_mult", 1162153971, f"{_ADD_SCALES} 1162153970"),
         ("residual", "input_2_offset", 100, 'the zero point of input "pool1" (-128): it must be its'
             " negation"),
-        ("residual", "left_shift", 19, "the recorded scales (\"pw\" 0.0197118, \"pool1\" 0.0455633, output"
-            " 0.042097) in TFLite's add scheme, which give 20"),
+        ("residual", "left_shift", 19, f"{_ADD_SCALES} 20"),
         ("gating", "out_shift", -4, "the recorded scales: s_1 0.042097 * s_2 0.0561969 / s_out 0.151321 gives"
             " shift -5 (multiplier 1074344706)"),
         ("gating", "input_2_offset", 57, 'the zero point of input "gate" (57): it must be its negation'),
         ("pad", "pad_value", 0, 'the zero point of input "gated": zero padding pads with it'),
-        ("softmax", "diff_min", -250, "the recorded input scale 0.0716242 (beta 1, TFLite's int8 softmax"
-            " scaling), which gives -248"),
-        ("softmax", "mult", 1230494781, "the recorded input scale 0.0716242 (beta 1, TFLite's int8 softmax"
-            " scaling), which gives 1230494780"),
+        ("softmax", "diff_min", -250, f"{_SOFTMAX_SCALE} -248"),
+        ("softmax", "mult", 1230494781, f"{_SOFTMAX_SCALE} 1230494780"),
         ("conv1", "act_min", -127, "the layer's activation 'relu' on output \"relu1\" (scale 0.0455633, zero"
             " point -128, int8), which gives -128"),
         ("fc", "filter_offset", 3, "the weights' zero point 0 (weights are symmetric)"),

@@ -14,14 +14,12 @@ from fixpoint_server.findings import Code, Finding, Severity, Span
 from fixpoint_server.parse.params import read_params
 from fixpoint_server.rules import params_json as rule
 from fixpoint_server.rules.context import CheckContext, FactsCache
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from quantcore.project import Project
 from quantcore.quantize.params_json import dump
-from tests.quantize.test_fuzz_params import mutated
+from tests.quantize.test_fuzz_params import fuzz, mutated
 from tests.server.fixtures import GeneratedProject, apply_edits, context, generated_project
-
-FUZZ = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 0)
 
 
 @pytest.fixture(scope="module")
@@ -145,11 +143,7 @@ def test_an_integer_of_ten_thousand_digits_is_a_finding(project: GeneratedProjec
     assert finding.message.startswith("residual.params.json: invalid JSON: Exceeds the limit")
 
 
-@settings(
-    max_examples=FUZZ or 40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@fuzz(40)
 @given(mutated())
 def test_any_mutated_json_gives_findings_and_never_an_exception(
     project: GeneratedProject, doc: dict[str, Any]
