@@ -273,18 +273,21 @@ def model_path(
 
 
 def recorded_model(
-    params_file: str | os.PathLike[str], roots: Sequence[str | os.PathLike[str]] | None = None
+    params_file: str | os.PathLike[str],
+    roots: Sequence[str | os.PathLike[str]] | None = None,
+    document: Any = None,
 ) -> Path | None:
     """The model file a params JSON records, when it exists (`fixpoint generate`'s default --model).
 
-    Read within the same limits as `load` (without validating the rest: that is load's job); None when
-    the file records no usable path or the model is not there; QuantParamsError for an unreadable or
-    hostile file or a path leading outside `roots` (default: the current directory and the JSON's folder).
+    `document` is the file's content when the caller has it (what `load` returned): the file is not read
+    again. Else the file is read within the same limits as `load` (without validating the rest: that is
+    load's job). None when the document records no usable path or the model is not there;
+    QuantParamsError for an unreadable or hostile file or a path leading outside `roots` (default: the
+    current directory and the JSON's folder).
     """
-    doc = _parse(_read(params_file), str(params_file))
-    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
-        return None
-    if not isinstance(doc["model"].get("path"), str):
+    doc = _parse(_read(params_file), str(params_file)) if document is None else document
+    model = doc.get("model") if isinstance(doc, dict) else None
+    if not isinstance(model, dict) or not isinstance(model.get("path"), str):
         return None
     path = model_path(doc, params_file, default_roots(params_file) if roots is None else roots)
     return path if path.is_file() else None

@@ -624,6 +624,17 @@ def test_recorded_model_is_none_when_the_model_is_not_there(project: Path) -> No
     assert recorded_model(params) is None
 
 
+def test_recorded_model_of_a_loaded_document_does_not_read_the_file_again(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(project)
+    params = project / "p.params.json"
+    params.write_text(json.dumps(_with_model("model.onnx")))
+    document = load(params)
+    params.unlink()
+    assert recorded_model(params, document=document) == (project / "model.onnx").resolve()
+
+
 # -- the fine-tuned weights next to the JSON -------------------------------------------------------------
 
 
