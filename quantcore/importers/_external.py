@@ -19,7 +19,7 @@ import onnx
 from quantcore import limits, untrusted
 from quantcore.errors import ModelError
 from quantcore.importers._walk import sparse_tensors, tensors
-from quantcore.support.names import shown
+from quantcore.support.names import quoted
 
 
 def refuse_sparse(model: onnx.ModelProto, path: str) -> None:
@@ -30,7 +30,7 @@ def refuse_sparse(model: onnx.ModelProto, path: str) -> None:
 
 def _sparse(name: str) -> str:
     return (
-        f"tensor {shown(name)!r} is stored sparse; Fixpoint reads dense tensors only - save the model with"
+        f"tensor {quoted(name)} is stored sparse; Fixpoint reads dense tensors only - save the model with"
         " dense initializers"
     )
 
@@ -54,14 +54,14 @@ class _Files:
                     raise ModelError(self.model_path, self._too_large(tensor, location))
                 data = untrusted.read_bytes(path, limit=self.budget, root=self.folder)
             except untrusted.UntrustedInputError as e:
-                where = f"tensor {shown(tensor)!r}: external data file {shown(location)!r}"
+                where = f"tensor {quoted(tensor)}: external data file {quoted(location)}"
                 raise ModelError(self.model_path, f"{where} {e.problem}") from None
             self.budget -= len(data)
             self.read[path] = data
         return self.read[path]
 
     def _resolve(self, tensor: str, location: str) -> Path:
-        where = f"tensor {shown(tensor)!r}: external data location {shown(location)!r}"
+        where = f"tensor {quoted(tensor)}: external data location {quoted(location)}"
         if not location or "\0" in location:
             raise ModelError(self.model_path, f"{where} is not a file name")
         if os.path.isabs(location) or Path(location).drive:
@@ -74,13 +74,13 @@ class _Files:
             name = Path(self.model_path).name
             raise ModelError(
                 self.model_path,
-                f"tensor {shown(tensor)!r}: external data file {shown(location)!r} not found next to {name}",
+                f"tensor {quoted(tensor)}: external data file {quoted(location)} not found next to {name}",
             )
         return path
 
     def _too_large(self, tensor: str, location: str) -> str:
         return (
-            f"tensor {shown(tensor)!r}: external data file {shown(location)!r} would bring the model past"
+            f"tensor {quoted(tensor)}: external data file {quoted(location)} would bring the model past"
             f" {limits.MODEL_MAX_BYTES // limits.MIB} MiB, the most Fixpoint reads (model file and external"
             " data together)"
         )
@@ -101,7 +101,7 @@ def inline(model: onnx.ModelProto, folder: Path | None, model_path: str, model_b
         if files is None:
             raise ModelError(
                 model_path,
-                f"tensor {shown(tensor.name)!r} keeps its data in the external file {shown(location)!r};"
+                f"tensor {quoted(tensor.name)} keeps its data in the external file {quoted(location)};"
                 " import the model from its file, next to that data",
             )
         data = files.content(tensor.name, location)
@@ -117,12 +117,12 @@ def _span(info: dict[str, str], available: int, tensor: str, location: str, path
         start = int(info.get("offset", "0"))
         length = int(info["length"]) if "length" in info else available - start
     except ValueError:
-        problem = f"tensor {shown(tensor)!r}: external data offset/length are not numbers"
+        problem = f"tensor {quoted(tensor)}: external data offset/length are not numbers"
         raise ModelError(path, problem) from None
     if start < 0 or length < 0 or start + length > available:
         raise ModelError(
             path,
-            f"tensor {shown(tensor)!r}: external data bytes {start}..{start + length} are outside the"
-            f" {available} bytes of {shown(location)!r}",
+            f"tensor {quoted(tensor)}: external data bytes {start}..{start + length} are outside the"
+            f" {available} bytes of {quoted(location)}",
         )
     return start, length

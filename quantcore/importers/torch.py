@@ -20,7 +20,7 @@ from quantcore.importers import _onnx_load
 from quantcore.importers._isolated import isolated
 from quantcore.importers.onnx import _import
 from quantcore.ir import Graph
-from quantcore.support.names import shown
+from quantcore.support.names import said
 
 OPSET = 17
 """The opset the export asks for (well inside the 11-21 range the importer is tested on)."""
@@ -96,8 +96,7 @@ def load_torch_checkpoint(path: str) -> Mapping[str, Any]:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as e:
         # Unpickling errors come in many types (UnpicklingError, RuntimeError for a bad zip, ...).
-        why = shown(" ".join(str(e).split()), 4 * limits.NAME_MAX_CHARS)
-        raise ModelError(path, f"cannot read the checkpoint with weights_only=True: {why}") from None
+        raise ModelError(path, f"cannot read the checkpoint with weights_only=True: {said(e)}") from None
     if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping):
         state = state["state_dict"]
     if not isinstance(state, Mapping):

@@ -19,3 +19,9 @@ def shown(name: str, limit: int = limits.NAME_MAX_CHARS) -> str:
 def quoted(name: str) -> str:
     """`name` shown and quoted, for a message: 'conv1', 'x<U+000A>y'."""
     return repr(shown(name))
+
+
+def said(error: BaseException, limit: int = 4 * limits.NAME_MAX_CHARS) -> str:
+    """A library's message (it may quote the model's names, or long lists of its numbers): every run of
+    whitespace one space, then shown."""
+    return shown(" ".join(str(error).split()), limit)
