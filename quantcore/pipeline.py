@@ -105,27 +105,29 @@ def load_model(path: str | Path, batch: int = 1) -> LoadedModel:
     server all load models here) and prepare; onnxruntime gets the bytes the importer checked.
 
     All of it runs in a child process first (quantcore/importers/_isolated.py), onnxruntime's session
-    included: a model that makes onnx's or onnxruntime's C++ code abort is a ModelError here."""
+    included: a model that makes onnx's or onnxruntime's C++ code abort is a ModelError here. This
+    process makes its own session only when the float model is first run."""
     from quantcore.importers._isolated import isolated
     from quantcore.importers.onnx import read_onnx
 
     path = Path(path)
     source = read_onnx(path)
-    graph, runnable = isolated(str(path), lambda: _prepared(source, batch, path))
-    return LoadedModel(path, graph, OnnxFloat(runnable, graph))
+    graph, inlined = isolated(str(path), lambda: _prepared(source, batch, path))
+    return LoadedModel(path, graph, OnnxFloat(source.data if inlined is None else inlined, graph))
 
 
-def _prepared(source: OnnxSource, batch: int, path: Path) -> tuple[Graph, bytes]:
-    """The prepared, checked graph and the bytes onnxruntime runs, after one onnxruntime session was
-    made from them (its C++ code must not meet them first in this process)."""
+def _prepared(source: OnnxSource, batch: int, path: Path) -> tuple[Graph, bytes | None]:
+    """The prepared, checked graph after one onnxruntime session was made from the bytes onnxruntime
+    runs (its C++ code must not meet them first in the parent process); those bytes too when they are
+    not the file's (external data inlined), so that the parent is not sent a copy of what it holds."""
     from quantcore.importers.onnx import load_source
 
     imported = load_source(source, batch=batch)
     graph = prepare(imported.graph)
     check_supported(graph, str(path))
     graph = graph.evolve(meta={**graph.meta, "source_name": path.name})
-    OnnxFloat(imported.runnable, graph)
-    return graph, imported.runnable
+    OnnxFloat(imported.runnable, graph).load()
+    return graph, None if imported.runnable == source.data else imported.runnable
 
 
 def check_supported(graph: Graph, source: str) -> None:

@@ -26,15 +26,11 @@ from quantcore.errors import ModelError, QuantcoreError
 
 T = TypeVar("T")
 
-_in_child = False
-"""True inside the child: an import it starts (pipeline.load_model imports through load_onnx) runs
-right there, not in a grandchild."""
-
 
 def isolated(source: str, work: Callable[[], T]) -> T:
     """`work()` run in a forked child: its result, or its exception raised here; ModelError naming
     `source` when the child dies (a signal) instead of answering."""
-    if _in_child or not hasattr(os, "fork"):
+    if not hasattr(os, "fork"):
         return work()
     with tempfile.TemporaryFile() as errors:
         read_end, write_end = os.pipe()
@@ -65,8 +61,6 @@ def isolated(source: str, work: Callable[[], T]) -> T:
 
 
 def _child(work: Callable[[], Any], write_end: int, errors: int) -> NoReturn:
-    global _in_child
-    _in_child = True
     code = 0
     gc.disable()  # short-lived: a collection would touch (and copy) every page it shares with the parent
     faulthandler.disable()  # an abort is reported by the parent, not as a dump of this process's stack

@@ -33,7 +33,7 @@ from quantcore.ir import Graph
 from quantcore.support import ONNX_OPS, unsupported_reason
 from quantcore.support.names import quoted, shown
 
-__all__ = ["OnnxImport", "OnnxSource", "import_onnx", "load_onnx", "load_source", "read_onnx"]
+__all__ = ["OnnxImport", "OnnxSource", "import_onnx", "load_source", "read_onnx"]
 
 OnnxSource = _onnx_load.Source
 """A model's bytes as read (read_onnx), and how messages name it."""
@@ -57,16 +57,8 @@ def import_onnx(
     `batch` replaces a dynamic (or missing) first dimension of the graph inputs. `name` names the graph
     (default: the ONNX graph's name, else the file's stem) and, for bytes, the model in messages.
     """
-    return load_onnx(path_or_bytes, batch=batch, name=name).graph
-
-
-def load_onnx(
-    path_or_bytes: str | os.PathLike[str] | bytes, *, batch: int = 1, name: str | None = None
-) -> OnnxImport:
-    """import_onnx, with the bytes onnxruntime should run (quantcore.runtime.onnx_float). The file is
-    read here; everything after runs in a child process (quantcore/importers/_isolated.py)."""
     source = read_onnx(path_or_bytes, name=name)
-    return isolated(source.path, lambda: load_source(source, batch=batch, name=name))
+    return isolated(source.path, lambda: load_source(source, batch=batch, name=name).graph)
 
 
 def read_onnx(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None) -> OnnxSource:
@@ -75,7 +67,8 @@ def read_onnx(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None
 
 
 def load_source(source: OnnxSource, *, batch: int = 1, name: str | None = None) -> OnnxImport:
-    """load_onnx on bytes already read, in this process (callers isolate it: _isolated.py)."""
+    """The import of bytes already read, with the bytes onnxruntime should run
+    (quantcore.runtime.onnx_float), in this process (callers isolate it: _isolated.py)."""
     loaded = _onnx_load.load(source, batch)
     return OnnxImport(_import(source, loaded, name=name, fmt="onnx"), loaded.runnable)
 

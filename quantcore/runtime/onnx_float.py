@@ -6,7 +6,7 @@ the ONNX model under the same name; onnxruntime is asked for them as extra outpu
 transposed from ONNX's NCHW to the IR's NHWC. Tensors the passes created (layout transposes) are
 computed by the IR float executor from their inputs.
 
-The model comes as bytes, the ones the importer read and checked (quantcore.importers.onnx.load_onnx):
+The model comes as bytes, the ones the importer read and checked (quantcore.pipeline.load_model):
 onnxruntime never opens the model file, or a file the model names, itself. Its graph optimizations are
 off: every tensor stays observable, and no constant subgraph is computed at session creation (the
 importer's folding budget already refused any that would be too large).
@@ -14,7 +14,8 @@ importer's folding budget already refused any that would be too large).
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,36 +26,61 @@ from quantcore.runtime import float_exec
 Array = np.ndarray
 
 
+class _Session(NamedTuple):
+    session: Any
+    """The onnxruntime InferenceSession."""
+    wanted: list[str]
+    """The IR activations the ONNX model computes, asked for as extra outputs."""
+    output_names: list[str]
+    fixed_batch: bool
+    """A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole."""
+
+
 class OnnxFloat:
-    """Runs the source ONNX model and returns the float tensors the IR graph names."""
+    """Runs the source ONNX model and returns the float tensors the IR graph names.
+
+    The onnxruntime session is made when first needed (or by `load`): a model loaded only for its graph
+    (the language server, `fixpoint generate`) never makes one in this process."""
 
     def __init__(self, model: bytes, graph: Graph) -> None:
+        self.source, self.graph = model, graph
+
+    def load(self) -> None:
+        """Make the onnxruntime session now; ModelError when onnxruntime refuses the model."""
+        self._session  # noqa: B018 - made and kept by the cached property
+
+    @functools.cached_property
+    def _session(self) -> _Session:
         import onnx
         import onnxruntime as ort
 
-        proto = onnx.load_from_string(model)
-        self.source, self.graph = model, graph
+        proto = onnx.load_from_string(self.source)
         known = {v.name for v in proto.graph.value_info} | {
             n for node in proto.graph.node for n in node.output
         }
         existing = {o.name for o in proto.graph.output}
-        self.wanted = [t.name for t in graph.activations() if t.name in known]
-        for name in self.wanted:
+        wanted = [t.name for t in self.graph.activations() if t.name in known]
+        for name in wanted:
             if name not in existing:
                 proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # see the docstring
         options.log_severity_level = 4  # fatal only: an error reaches the user as a ModelError, once
         try:
-            self.session = ort.InferenceSession(
+            session = ort.InferenceSession(
                 proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # onnxruntime raises its own exception types
-            raise ModelError(self._name(), f"onnxruntime cannot load the model: {_one_line(exc)}") from exc
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.output_names = [o.name for o in self.session.get_outputs()]
-        # A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole.
-        self.fixed_batch = all(isinstance(i.shape[0], int) for i in self.session.get_inputs() if i.shape)
+            from quantcore.support.names import said  # the support table's package: not at start-up
+
+            raise ModelError(self._name(), f"onnxruntime cannot load the model: {said(exc)}") from exc
+        inputs = session.get_inputs()
+        return _Session(
+            session,
+            wanted,
+            [o.name for o in session.get_outputs()],
+            all(isinstance(i.shape[0], int) for i in inputs if i.shape),
+        )
 
     def _name(self) -> str:
         return str(self.graph.meta.get("source", self.graph.name))
@@ -76,7 +102,7 @@ class OnnxFloat:
         by_name = self._run(feeds_nchw)
         arrange = to_ir_layout if layout else _as_is
         result: dict[str, Array] = {}
-        for name in self.wanted:
+        for name in self._session.wanted:
             result[name] = arrange(self.graph, name, np.asarray(by_name[name]))
         for name in self.graph.inputs:
             result[name] = arrange(self.graph, name, np.asarray(feeds_nchw[name]))
@@ -88,20 +114,16 @@ class OnnxFloat:
     def _run(self, feeds: dict[str, Array]) -> dict[str, Array]:
         feeds = {k: np.ascontiguousarray(v, np.float32) for k, v in feeds.items()}
         n = len(next(iter(feeds.values())))
+        session, _, output_names, fixed_batch = self._session
         try:
-            if not self.fixed_batch or n == 1:
-                return dict(zip(self.output_names, self.session.run(None, feeds), strict=True))
-            runs = [self.session.run(None, {k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
+            if not fixed_batch or n == 1:
+                return dict(zip(output_names, session.run(None, feeds), strict=True))
+            runs = [session.run(None, {k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
         except Exception as exc:  # onnxruntime raises its own exception types
-            raise ModelError(self._name(), f"onnxruntime failed: {_one_line(exc)}") from exc
-        return {name: np.concatenate([r[j] for r in runs]) for j, name in enumerate(self.output_names)}
+            from quantcore.support.names import said  # the support table's package: not at start-up
 
-
-def _one_line(error: Exception) -> str:
-    """onnxruntime's message (it may quote the model's names) on one line, shortened."""
-    from quantcore.support.names import shown
-
-    return shown(" ".join(str(error).split()), 1024)
+            raise ModelError(self._name(), f"onnxruntime failed: {said(exc)}") from exc
+        return {name: np.concatenate([r[j] for r in runs]) for j, name in enumerate(output_names)}
 
 
 def _as_is(graph: Graph, name: str, value: Array) -> Array:
