@@ -90,7 +90,7 @@ def read(path_or_bytes: str | os.PathLike[str] | bytes, name: str | None) -> Sou
         if isinstance(cause, OSError):
             raise ModelError(str(path), f"cannot read the model file: {cause.strerror or cause}") from None
         raise ModelError(str(path), e.problem) from None
-    except OSError as e:  # swapped for a directory between the check and the open
+    except OSError as e:  # an error while reading (EIO): read_bytes refuses the rest
         raise ModelError(str(path), f"cannot read the model file: {e.strerror or e}") from None
 
 
