@@ -14,11 +14,12 @@ Every refusal is an UntrustedInputError naming the path (or source) and what to 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,21 @@ def read_bytes(
     or a device between the check and the open still cannot block or stream; a file that grows past
     `limit` while it is read is refused too.
     """
+    with _open_regular(path, limit, root) as handle:
+        return b"".join(_chunks(handle, path, limit))
+
+
+def sha256(path: str | os.PathLike[str], *, limit: int, root: str | os.PathLike[str] | None = None) -> str:
+    """The SHA-256 of a file read_bytes would read, computed chunk by chunk (a 2 GiB model is hashed
+    without holding it in memory)."""
+    digest = hashlib.sha256()
+    with _open_regular(path, limit, root) as handle:
+        for chunk in _chunks(handle, path, limit):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _open_regular(path: str | os.PathLike[str], limit: int, root: str | os.PathLike[str] | None) -> Any:
     _check_root(path, root)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
@@ -130,25 +146,19 @@ def read_bytes(
             raise _not_regular(path, info.st_mode)
         if info.st_size > limit:
             raise UntrustedInputError(path, _too_large(info.st_size, limit))
-        handle = os.fdopen(fd, "rb", buffering=0)
+        return os.fdopen(fd, "rb", buffering=0)
     except BaseException:
         os.close(fd)
         raise
-    with handle:
-        return _read_capped(handle, path, limit)
 
 
-def _read_capped(handle: Any, path: str | os.PathLike[str], limit: int) -> bytes:
-    chunks: list[bytes] = []
+def _chunks(handle: Any, path: str | os.PathLike[str], limit: int) -> Iterator[bytes]:
     total = 0
-    while True:
-        chunk = handle.read(min(_READ_CHUNK, limit + 1 - total))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+    while chunk := handle.read(min(_READ_CHUNK, limit + 1 - total)):
         total += len(chunk)
         if total > limit:  # it grew while being read
             raise UntrustedInputError(path, _too_large(limit, limit, grew=True))
+        yield chunk
 
 
 def _too_large(size: int, limit: int, grew: bool = False) -> str:

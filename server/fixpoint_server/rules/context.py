@@ -250,10 +250,9 @@ class CheckContext:
             if root is None:
                 return None
             try:
-                data = untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES, root=root)
+                return untrusted.sha256(path, limit=limits.MODEL_MAX_BYTES, root=root)
             except (untrusted.UntrustedInputError, OSError):  # OSError: an error while reading (EIO)
                 return None
-            return hashlib.sha256(data).hexdigest()
 
         result: str | None = self.cache.get("sha256", path, key, compute)
         return result
