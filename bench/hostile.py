@@ -102,7 +102,7 @@ def main() -> int:
     args = parse_args()
     cases = [c for c in corpus() if (not args.only or c.klass in args.only)]
     cases = [c for c in cases if not args.case or any(text in c.id for text in args.case)]
-    skipped = {c.id: ", ".join(missing(c.needs)) for c in cases if missing(c.needs)}
+    skipped = {c.id: ", ".join(absent) for c in cases if (absent := missing(c.needs))}
     runnable = [c for c in cases if c.id not in skipped]
     folder = args.keep or Path(tempfile.mkdtemp(prefix="fixpoint-hostile-"))
     product = Product(args.source.resolve())

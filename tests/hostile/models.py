@@ -170,6 +170,11 @@ def constant_of_shape(side: int = 40000) -> onnx.ModelProto:
     return _with_constant(nodes, inits, "huge_mean")
 
 
+def constant(kind: str) -> onnx.ModelProto:
+    """constant_loop ("loop") or constant_of_shape ("huge")."""
+    return constant_loop() if kind == "loop" else constant_of_shape()
+
+
 def two_inputs_two_outputs() -> onnx.ModelProto:
     """Add(x1, x2) - ReLU as the first output, Conv(x1) as the second: CMSIS-NN firmware has one of each."""
     rng = np.random.default_rng(0)
@@ -229,7 +234,9 @@ def calibration(samples: int = 8, seed: int = 0) -> np.ndarray:
 
 
 def save_npz(path: Path, **arrays: np.ndarray) -> Path:
-    np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy types allow_pickle as the 2nd arg
+    """`arrays` as an .npz at exactly `path` (np.savez given a name adds ".npz" to one without it)."""
+    with open(path, "wb") as handle:
+        np.savez(handle, **arrays)  # type: ignore[arg-type]  # numpy types allow_pickle as the 2nd arg
     return path
 
 

@@ -53,6 +53,7 @@ def marker(index: int) -> str:
 def selection() -> list[tuple[str, str]]:
     """(kind, placement) pairs the corpus runs."""
     pairs = [(kind, place) for place in FULL_MATRIX_PLACEMENTS for kind in KINDS]
-    pairs += [(kind, place) for place in ("tensor", "input", "output", "graph") for kind in CORE_KINDS]
+    others = [place for place in GRAPH_PLACEMENTS if place not in FULL_MATRIX_PLACEMENTS]
+    pairs += [(kind, place) for place in others for kind in CORE_KINDS]
     pairs += [(kind, place) for place in FILE_PLACEMENTS for kind in FILE_KINDS]
     return pairs

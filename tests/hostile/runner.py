@@ -97,12 +97,16 @@ class Plan:
     """Workspace files that must keep their bytes whatever the commands do."""
 
 
+Setup = Callable[[Workspace], Plan]
+"""Builds a case's inputs in its fresh workspace and says what to run."""
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
     klass: str
     """The issue's class: injection, high, exhaustion, boundary, numbers, tracebacks, unclear, lsp."""
-    setup: Callable[[Workspace], Plan]
+    setup: Setup
     about: str = ""
     needs: tuple[str, ...] = ()
     """What the case cannot run without (kit.NEEDS: cmsis-nn, arm, git, gcc, ...): skipped, with why."""
@@ -238,7 +242,8 @@ def run_case(case: Case, fixtures: Fixtures, folder: Path, keep: bool = False) -
 
 def _run(case: Case, w: Workspace) -> list[tuple[str, str]]:
     plan = case.setup(w)
-    protected = {name: file_hashes(w.ws).get(name) for name in plan.protect}
+    hashes = file_hashes(w.ws) if plan.protect else {}
+    protected = {name: hashes.get(name) for name in plan.protect}
     outside_before = surroundings(w.case_dir)
     if plan.lsp is not None:
         from tests.hostile.lsp_client import run_scenario
@@ -247,7 +252,7 @@ def _run(case: Case, w: Workspace) -> list[tuple[str, str]]:
     else:
         outcomes = run_steps(w, plan.steps)
     outcomes += [found for check in plan.checks if (found := check(w)) is not None]
-    now = file_hashes(w.ws)
+    now = file_hashes(w.ws) if plan.protect else {}
     damaged = [name for name, digest in protected.items() if now.get(name) != digest]
     if damaged:
         outcomes.append(("damaged", f"changed: {', '.join(damaged)}"))
