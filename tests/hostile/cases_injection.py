@@ -3,14 +3,13 @@ atomicity, a busy serial port, git's fsmonitor and --ref)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 from tests.hostile import cscan, kit, models, names
-from tests.hostile.runner import Case, Check, Plan, Step, ok, refuse
-from tests.hostile.workspace import QUICK, Workspace
+from tests.hostile.kit import case
+from tests.hostile.runner import Case, Check, Plan, Setup, ok, refuse
+from tests.hostile.workspace import Workspace
 
 # -- injection -------------------------------------------------------------------------------------------
 
@@ -58,17 +57,14 @@ def injection_case(kind: str, place: str, index: int) -> Case:
         model = f"{text}.onnx" if place == "model-file" else "model.onnx"
         params = f"{text}.params.json" if place == "params-file" else "model.params.json"
         models.save(models.tiny(_model_names(place, text)), w.path(model))
-        steps = [
-            ok("quantize", model, "--calib", "calib.npz", "-o", params, *QUICK),
-            ok("generate", "--params", params, "--model", model, "-o", "gen"),
-        ]
+        steps = [ok(*kit.quantize(model, out=params)), ok(*kit.generate(params, model))]
         if place not in VERIFIED:
             return Plan(steps, checks=[no_leak(marker, compile_check=True)])
         verify = ok(*VERIFY_SRC, "--model", model, "--params", params)
         return Plan([*steps, verify], checks=[no_leak(marker, compile_check=False)])
 
-    return Case(
-        f"injection/{place}-{kind}",
+    return case(
+        f"{place}-{kind}",
         "injection",
         setup,
         f"{kind} text in the {place} name: quantize, generate (and host verify) pass, the name is never code",
@@ -88,11 +84,10 @@ def board_name_case(kind: str, index: int) -> Case:
     def setup(w: Workspace) -> Plan:
         kit.tiny(w)
         kit.board_project(w, "/dev/null", "127.0.0.1:1", name=text)
-        step = Step(("build", "--cases", "1"), frozenset({0, 2}), names=["fixpoint.toml"], message=True)
-        return Plan([step], checks=[no_leak(marker, compile_check=False)])
+        return Plan([kit.BOARD_BUILD], checks=[no_leak(marker, compile_check=False)])
 
-    return Case(
-        f"injection/board-name-{kind}",
+    return case(
+        f"board-name-{kind}",
         "injection",
         setup,
         f"{kind} text as the board's name in fixpoint.toml: built with the name escaped, or refused",
@@ -132,8 +127,8 @@ def _flood(stream: str) -> Case:
         argv = (*kit.VERIFY, "--src", "gen", "--timeout", "20")
         return Plan([refuse(*argv, names=[("MiB", "MB", "bytes", "limit")], timeout=45)])
 
-    return Case(
-        f"high/verify-{stream}-flood",
+    return case(
+        f"verify-{stream}-flood",
         "high",
         setup,
         f"firmware printing endlessly on {stream}: stopped at the output cap, exit 1, memory bounded",
@@ -148,6 +143,13 @@ def _wide_generated(w: Workspace) -> None:
 GEN_FILES = ("gen/model.h", "gen/model.c", "gen/model_data.c")
 
 
+def _regenerate(fsize: int | None = None) -> Plan:
+    """generate of the wide model's parameter set b over gen/ (from set a): refused naming what failed,
+    all three files kept as they were."""
+    step = refuse(*kit.generate("b.params.json", "wide.onnx"), names=[("gen", "model_data.c")], fsize=fsize)
+    return Plan([step], protect=GEN_FILES)
+
+
 def _atomic_fsize(w: Workspace) -> Plan:
     """model_data.c (19 KB of weights) is the largest file: a file-size limit between it and the others
     makes exactly its write fail, as a full disk would, after model.h and model.c were written."""
@@ -156,46 +158,21 @@ def _atomic_fsize(w: Workspace) -> Plan:
     limit = max(sizes[:2]) + 4096
     if sizes[2] < limit + 4096:
         raise RuntimeError(f"model_data.c ({sizes[2]} B) is not much larger than the others ({sizes[:2]})")
-    step = refuse(
-        "generate",
-        "--params",
-        "b.params.json",
-        "--model",
-        "wide.onnx",
-        "-o",
-        "gen",
-        names=[("gen", "model_data.c")],
-        fsize=limit,
-    )
-    return Plan([step], protect=GEN_FILES)
+    return _regenerate(fsize=limit)
 
 
 def _atomic_immutable(w: Workspace) -> Plan:
     """model_data.c cannot be replaced (immutable): regenerating must leave all three files as they were."""
     _wide_generated(w)
-    path = w.path("gen/model_data.c")
-    if os.geteuid() != 0 or subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode:
-        raise RuntimeError("needs root and chattr to make one generated file immutable")
-    w.later(lambda: subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False))
-    step = refuse(
-        "generate",
-        "--params",
-        "b.params.json",
-        "--model",
-        "wide.onnx",
-        "-o",
-        "gen",
-        names=[("gen", "model_data.c")],
-    )
-    return Plan([step], protect=GEN_FILES)
+    kit.immutable(w, "gen/model_data.c")
+    return _regenerate()
 
 
 def _serial_busy(w: Workspace) -> Plan:
     kit.tiny(w)
     device = kit.pty(w, locked=True)
     kit.board_project(w, device, f"127.0.0.1:{kit.free_port()}")
-    argv = ("flash-verify", "--no-float-metrics", "--cases", "1", "--timeout", "20")
-    return Plan([refuse(*argv, names=[device, ("busy", "in use", "locked")])])
+    return Plan([refuse(*kit.BOARD_FLASH, names=[device, ("busy", "in use", "locked")])])
 
 
 def hostile_checkout(w: Workspace, relative: str = "nn") -> Path:
@@ -203,14 +180,19 @@ def hostile_checkout(w: Workspace, relative: str = "nn") -> Path:
     nn = w.path(relative)
     (nn / "Include").mkdir(parents=True)
     (nn / "Include" / "arm_nnfunctions.h").write_text("/* not really CMSIS-NN */\n")
-    hook = nn / "fsmonitor.sh"
-    hook.write_text(f'#!/bin/sh\ntouch "{w.outside}/fsmonitor-ran"\nexit 0\n')
-    hook.chmod(0o755)
+    hook = _fsmonitor_hook(w, f"{relative}/fsmonitor.sh")
     _git(nn, "init", "-q")
     _git(nn, "add", "-A")
     _git(nn, "-c", "user.name=corpus", "-c", "user.email=corpus@example.invalid", "commit", "-qm", "fake")
     _git(nn, "config", "core.fsmonitor", str(hook))
     return nn
+
+
+def _fsmonitor_hook(w: Workspace, relative: str) -> Path:
+    """A core.fsmonitor program that leaves a file outside the workspace when git runs it."""
+    hook = w.write(relative, f'#!/bin/sh\ntouch "{w.outside}/fsmonitor-ran"\nexit 0\n')
+    hook.chmod(0o755)
+    return hook
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -231,14 +213,13 @@ def _fsmonitor_toml(w: Workspace) -> Plan:
     """[cmsis_nn] path naming a clone of the real checkout with a hostile fsmonitor: verify still passes."""
     kit.tiny(w)
     subprocess.run(["git", "clone", "-q", "--local", str(kit.cmsis_nn_dir()), str(w.path("nn"))], check=True)
-    hook = w.write("nn-fsmonitor.sh", f'#!/bin/sh\ntouch "{w.outside}/fsmonitor-ran"\nexit 0\n')
-    hook.chmod(0o755)
+    hook = _fsmonitor_hook(w, "nn-fsmonitor.sh")
     _git(w.path("nn"), "config", "core.fsmonitor", str(hook))
     w.write("fixpoint.toml", '[cmsis_nn]\npath = "nn"\n')
     return Plan([ok(*kit.VERIFY)])
 
 
-def _install_ref(ref: str) -> Callable[[Workspace], Plan]:
+def _install_ref(ref: str) -> Setup:
     def setup(w: Workspace) -> Plan:
         hostile_checkout(w)
         env = {"XDG_CACHE_HOME": str(w.path("cache"))}
@@ -251,56 +232,56 @@ def high_cases() -> list[Case]:
     return [
         _flood("stdout"),
         _flood("stderr"),
-        Case(
-            "high/generate-atomic-disk-full",
+        case(
+            "generate-atomic-disk-full",
             "high",
             _atomic_fsize,
             "writing model_data.c fails (file-size limit): model.h and model.c must stay as they were",
         ),
-        Case(
-            "high/generate-atomic-immutable-file",
+        case(
+            "generate-atomic-immutable-file",
             "high",
             _atomic_immutable,
             "model_data.c cannot be replaced: the other two must not be replaced either",
             needs=("immutable",),
         ),
-        Case(
-            "high/serial-port-busy",
+        case(
+            "serial-port-busy",
             "high",
             _serial_busy,
             "the board's serial port is held (exclusive lock) by another program",
             needs=("cmsis-nn", "arm"),
         ),
-        Case(
-            "high/git-fsmonitor-status-path",
+        case(
+            "git-fsmonitor-status-path",
             "high",
             _fsmonitor_path,
             "cmsis-nn status --path on a checkout whose core.fsmonitor runs a program",
             needs=("git",),
         ),
-        Case(
-            "high/git-fsmonitor-env",
+        case(
+            "git-fsmonitor-env",
             "high",
             _fsmonitor_env,
             "FIXPOINT_CMSIS_NN names a checkout whose core.fsmonitor runs a program",
             needs=("git",),
         ),
-        Case(
-            "high/git-fsmonitor-toml-verify",
+        case(
+            "git-fsmonitor-toml-verify",
             "high",
             _fsmonitor_toml,
             "[cmsis_nn] path names a checkout whose core.fsmonitor runs a program; verify runs git there",
             needs=("git", "cmsis-nn-git", "gcc"),
         ),
-        Case(
-            "high/cmsis-install-ref-option-f",
+        case(
+            "cmsis-install-ref-option-f",
             "high",
             _install_ref("-f"),
             "--ref=-f reaches git checkout as an option",
             needs=("git",),
         ),
-        Case(
-            "high/cmsis-install-ref-option-patch",
+        case(
+            "cmsis-install-ref-option-patch",
             "high",
             _install_ref("--patch"),
             "--ref=--patch reaches git checkout as an option",

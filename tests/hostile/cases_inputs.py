@@ -4,21 +4,15 @@ workspace)."""
 
 from __future__ import annotations
 
-import hashlib
 import socket
 from collections.abc import Callable
 
 import numpy as np
 
 from tests.hostile import kit, models
-from tests.hostile.runner import HANG_TIMEOUT_S, Case, Plan, Step, refuse, usage
-from tests.hostile.workspace import QUICK, Workspace
-
-Setup = Callable[[Workspace], Plan]
-
-
-def _case(name: str, klass: str, setup: Setup, about: str, needs: tuple[str, ...] = ()) -> Case:
-    return Case(f"{klass}/{name}", klass, setup, about, needs)
+from tests.hostile.kit import case as _case
+from tests.hostile.runner import HANG_TIMEOUT_S, Case, Plan, Setup, Step, refuse, usage
+from tests.hostile.workspace import Workspace
 
 
 def _check(*argv: str) -> Step:
@@ -30,65 +24,53 @@ Names = tuple[str | tuple[str, ...], ...]
 
 
 def _quantize(model: str, calib: str = "calib.npz", names: Names = ()) -> Step:
-    argv = ("quantize", model, "--calib", calib, "-o", "out.params.json", *QUICK)
+    argv = kit.quantize(model, calib, "out.params.json")
     return refuse(*argv, names=names or (model,), timeout=HANG_TIMEOUT_S)
 
 
 # -- constant folding ---------------------------------------------------------------------------------------
 
-LOOP_NAMES: Names = ("loop.onnx", ("endless_loop", "Loop"))
-HUGE_NAMES: Names = ("huge.onnx", ("huge_constant", "ConstantOfShape"))
-
-
-def _fold_model(kind: str) -> Callable[[Workspace], None]:
-    def build(w: Workspace) -> None:
-        kit.tiny(w)
-        if kind == "loop":
-            models.save(models.constant_loop(), w.path("loop.onnx"))
-        else:
-            models.save(models.constant_of_shape(), w.path("huge.onnx"))
-
-    return build
+FOLDS: dict[str, tuple[str, str, Names]] = {
+    "loop": ("loop-1e12", "a constant Loop of 10^12 iterations", ("loop.onnx", ("endless_loop", "Loop"))),
+    "huge": (
+        "constant-of-shape-6gb",
+        "ConstantOfShape 1x1x40000x40000",
+        ("huge.onnx", ("huge_constant", "ConstantOfShape")),
+    ),
+}
+"""models.constant's kind -> (the cases' label, what the model holds, what the refusal must name)."""
 
 
 def _fold_cases(kind: str) -> list[Case]:
+    label, what, names = FOLDS[kind]
     model = f"{kind}.onnx"
-    names = LOOP_NAMES if kind == "loop" else HUGE_NAMES
-    build = _fold_model(kind)
+
+    def build(w: Workspace) -> None:
+        kit.tiny(w)
+        models.save(models.constant(kind), w.path(model))
 
     def quantize(w: Workspace) -> Plan:
         build(w)
         return Plan([_quantize(model, names=names)])
 
-    def evaluate(w: Workspace) -> Plan:
-        build(w)
-        argv = ("evaluate", model, "tiny.params.json", "--data", "calib.npz")
-        return Plan([refuse(*argv, names=[names[0]], timeout=HANG_TIMEOUT_S)])
+    def reading(command: str) -> Setup:
+        def setup(w: Workspace) -> Plan:
+            build(w)
+            argv = kit.reading(command, "tiny.params.json", model)
+            return Plan([refuse(*argv, names=[names[0]], timeout=HANG_TIMEOUT_S)])
 
-    def generate(w: Workspace) -> Plan:
-        build(w)
-        argv = ("generate", "--params", "tiny.params.json", "--model", model, "-o", "gen")
-        return Plan([refuse(*argv, names=[names[0]], timeout=HANG_TIMEOUT_S)])
+        return setup
 
     def check(w: Workspace) -> Plan:
         """The model named by the only params JSON of a tree without fixpoint.toml: opening it is enough."""
         w.copy_all("tree")
-        w.path("fixpoint.toml").unlink()
-        models.save(
-            models.constant_loop() if kind == "loop" else models.constant_of_shape(), w.path(f"model/{model}")
-        )
-        digest = hashlib.sha256(w.path(f"model/{model}").read_bytes()).hexdigest()
-        kit.edit_json(
-            w.path("model/tiny.params.json"), lambda d: d["model"].update(path=model, sha256=digest)
-        )
+        kit.tree_model(w, kind)
         return Plan([_check(".")])
 
-    what = "a constant Loop of 10^12 iterations" if kind == "loop" else "ConstantOfShape 1x1x40000x40000"
-    label = "loop-1e12" if kind == "loop" else "constant-of-shape-6gb"
     return [
         _case(f"quantize-{label}", "exhaustion", quantize, f"quantize a model with {what}"),
-        _case(f"evaluate-{label}", "exhaustion", evaluate, f"evaluate a model with {what}"),
-        _case(f"generate-{label}", "exhaustion", generate, f"generate from a model with {what}"),
+        _case(f"evaluate-{label}", "exhaustion", reading("evaluate"), f"evaluate a model with {what}"),
+        _case(f"generate-{label}", "exhaustion", reading("generate"), f"generate from a model with {what}"),
         _case(
             f"check-{label}-params",
             "exhaustion",
@@ -116,16 +98,23 @@ def _unix_socket(w: Workspace, relative: str) -> None:
     w.later(sock.close)
 
 
-def _replace_with_fifo(w: Workspace, relative: str) -> None:
-    w.path(relative).unlink()
+def _fifo(w: Workspace, relative: str) -> None:
+    """A FIFO at `relative`, in place of the file there."""
+    w.path(relative).unlink(missing_ok=True)
     kit.fifo(w, relative)
+
+
+def _devzero(w: Workspace, relative: str) -> None:
+    """A symlink to /dev/zero at `relative`, in place of the file there."""
+    w.path(relative).unlink(missing_ok=True)
+    kit.symlink(w, relative, "/dev/zero")
 
 
 TREE_CASES: dict[str, tuple[Callable[[Workspace], object], str]] = {
     "fifo-source": (lambda w: kit.fifo(w, "src/pipe.c"), "a FIFO named src/pipe.c"),
     "fifo-makefile": (lambda w: kit.fifo(w, "Makefile"), "a FIFO named Makefile"),
     "fifo-params": (lambda w: kit.fifo(w, "model/other.params.json"), "a FIFO named like a params JSON"),
-    "fifo-project": (lambda w: _replace_with_fifo(w, "fixpoint.toml"), "fixpoint.toml is a FIFO"),
+    "fifo-project": (lambda w: _fifo(w, "fixpoint.toml"), "fixpoint.toml is a FIFO"),
     "devzero-source": (lambda w: kit.symlink(w, "src/zero.c", "/dev/zero"), "src/zero.c -> /dev/zero"),
     "devzero-header": (lambda w: kit.symlink(w, "src/zero.h", "/dev/zero"), "src/zero.h -> /dev/zero"),
     "devzero-cmake": (lambda w: kit.symlink(w, "CMakeLists.txt", "/dev/zero"), "CMakeLists.txt -> /dev/zero"),
@@ -157,60 +146,37 @@ TREE_CASES: dict[str, tuple[Callable[[Workspace], object], str]] = {
 }
 
 
-def _direct(
-    argv_of: Callable[[str], tuple[str, ...]], relative: str, names: Names
-) -> Callable[[Callable[[Workspace, str], object]], Setup]:
-    def with_file(make: Callable[[Workspace, str], object]) -> Setup:
-        def setup(w: Workspace) -> Plan:
-            kit.tiny(w)
-            make(w, relative)
-            return Plan([refuse(*argv_of(relative), names=names, timeout=HANG_TIMEOUT_S)])
+def _special(argv: tuple[str, ...], relative: str, make: Callable[[Workspace, str], object]) -> Setup:
+    def setup(w: Workspace) -> Plan:
+        kit.tiny(w)
+        make(w, relative)
+        return Plan([refuse(*argv, names=[relative], timeout=HANG_TIMEOUT_S)])
 
-        return setup
-
-    return with_file
-
-
-def _fifo(w: Workspace, relative: str) -> None:
-    if w.path(relative).exists():
-        w.path(relative).unlink()
-    kit.fifo(w, relative)
-
-
-def _devzero(w: Workspace, relative: str) -> None:
-    if w.path(relative).exists():
-        w.path(relative).unlink()
-    kit.symlink(w, relative, "/dev/zero")
+    return setup
 
 
 def _special_file_cases() -> list[Case]:
-    commands: dict[str, tuple[Callable[[str], tuple[str, ...]], str]] = {
-        "quantize-model": (
-            lambda f: ("quantize", f, "--calib", "calib.npz", "-o", "o.json", *QUICK),
-            "model.onnx",
+    commands: dict[str, tuple[tuple[str, ...], str]] = {
+        "quantize-model": (kit.quantize("model.onnx"), "model.onnx"),
+        "quantize-calib": (kit.quantize(calib="calib.npz"), "calib.npz"),
+        "quantize-calib-npy": (kit.quantize(calib="calib.npy"), "calib.npy"),
+        "evaluate-params": (kit.evaluate("p.params.json"), "p.params.json"),
+        "generate-params": (kit.generate("p.params.json"), "p.params.json"),
+        "generate-project": (("generate", "--project", "fixpoint.toml"), "fixpoint.toml"),
+        "report-evaluation": (
+            ("report", "--evaluation", "evaluation.json", "-o", "r.html"),
+            "evaluation.json",
         ),
-        "quantize-calib": (
-            lambda f: ("quantize", "tiny.onnx", "--calib", f, "-o", "o.json", *QUICK),
-            "calib.npz",
-        ),
-        "quantize-calib-npy": (
-            lambda f: ("quantize", "tiny.onnx", "--calib", f, "-o", "o.json", *QUICK),
-            "calib.npy",
-        ),
-        "evaluate-params": (lambda f: ("evaluate", "tiny.onnx", f, "--data", "calib.npz"), "p.params.json"),
-        "generate-params": (
-            lambda f: ("generate", "--params", f, "--model", "tiny.onnx", "-o", "gen"),
-            "p.params.json",
-        ),
-        "generate-project": (lambda f: ("generate", "--project", f), "fixpoint.toml"),
-        "report-evaluation": (lambda f: ("report", "--evaluation", f, "-o", "r.html"), "evaluation.json"),
     }
     cases = []
-    for label, (argv_of, relative) in commands.items():
+    for label, (argv, relative) in commands.items():
         for kind, make in (("fifo", _fifo), ("devzero", _devzero)):
-            setup = _direct(argv_of, relative, (relative,))(make)
             what = "a FIFO" if kind == "fifo" else "a symlink to /dev/zero"
-            cases.append(_case(f"{label}-{kind}", "exhaustion", setup, f"{relative} is {what}"))
+            cases.append(
+                _case(
+                    f"{label}-{kind}", "exhaustion", _special(argv, relative, make), f"{relative} is {what}"
+                )
+            )
     return cases
 
 
@@ -242,10 +208,7 @@ def _deep_params(kind: str, command: str) -> Setup:
     def setup(w: Workspace) -> Plan:
         kit.tiny(w)
         w.write("deep.params.json", kit.deep_json(kind=kind))
-        if command == "evaluate":
-            argv: tuple[str, ...] = ("evaluate", "tiny.onnx", "deep.params.json", "--data", "calib.npz")
-        else:
-            argv = ("generate", "--params", "deep.params.json", "--model", "tiny.onnx", "-o", "gen")
+        argv = kit.reading(command, "deep.params.json")
         return Plan([refuse(*argv, names=["deep.params.json"], timeout=HANG_TIMEOUT_S)])
 
     return setup
@@ -326,13 +289,9 @@ def _model_path(recorded: str, command: str) -> Setup:
         if recorded.startswith("../outside"):
             w.copy("tiny", "tiny.onnx", to="../outside")
         name = kit.edited_params(w, lambda d: d["model"].update(path=recorded))
-        if command == "evaluate":
-            step = refuse(
-                "evaluate", "tiny.onnx", name, "--data", "calib.npz", names=[name, ("model.path", "model")]
-            )
-        else:
-            step = refuse("generate", "--params", name, "-o", "gen", names=[name, ("model.path", "model")])
-        return Plan([step])
+        # generate without --model: the model is the one the JSON records
+        argv = kit.evaluate(name) if command == "evaluate" else ("generate", "--params", name, "-o", "gen")
+        return Plan([refuse(*argv, names=[name, ("model.path", "model")])])
 
     return setup
 
@@ -365,7 +324,7 @@ def _board_name_parent(w: Workspace) -> Plan:
     """[board] name = "../../outside/evil": the default build folder, build/<target>, must not follow it."""
     kit.tiny(w)
     kit.board_project(w, "/dev/null", "127.0.0.1:1", name="../../outside/evil")
-    return Plan([Step(("build", "--cases", "1"), frozenset({0, 2}), names=["fixpoint.toml"], message=True)])
+    return Plan([kit.BOARD_BUILD])
 
 
 def boundary_cases() -> list[Case]:

@@ -11,24 +11,47 @@ import onnx
 from onnx import helper
 
 from tests.hostile import kit, models
-from tests.hostile.runner import Case, Plan, Step, refuse, usage
-from tests.hostile.workspace import QUICK, Workspace
+from tests.hostile.kit import case as _case
+from tests.hostile.runner import Case, Plan, Setup, Step, refuse, usage
+from tests.hostile.workspace import Workspace
 
-Setup = Callable[[Workspace], Plan]
 Edit = Callable[[Any], None]
+VERIFY_NEEDS = ("cmsis-nn", "gcc")
+FLASH_NEEDS = ("cmsis-nn", "arm")
 
 
-def _case(name: str, klass: str, setup: Setup, about: str, needs: tuple[str, ...] = ()) -> Case:
-    return Case(f"{klass}/{name}", klass, setup, about, needs)
+def _with(files: dict[str, bytes | str], *steps: Step) -> Setup:
+    """The tiny model's workspace with `files` added, then `steps`."""
 
-
-def _steps(*steps: Step, tiny: bool = True) -> Setup:
     def setup(w: Workspace) -> Plan:
-        if tiny:
-            kit.tiny(w)
+        kit.tiny(w)
+        for name, content in files.items():
+            w.write(name, content)
         return Plan(list(steps))
 
     return setup
+
+
+def _steps(*steps: Step) -> Setup:
+    return _with({}, *steps)
+
+
+def _option(
+    klass: str,
+    base: tuple[str, ...],
+    option: str,
+    value: str,
+    *,
+    names: str | tuple[str, ...] = "",
+    about: str = "",
+    needs: tuple[str, ...] = (),
+    before: tuple[str, ...] = (),
+) -> Case:
+    """`base` with `option value` out of range: exit 2 naming the option (or `names`). The case's id is
+    <command>-<option>-<value>, a negative value spelled "negative"."""
+    label = "negative" if value.startswith("-") else value
+    step = usage(*base, *before, option, value, names=[names or option])
+    return _case(f"{base[0]}-{option[2:]}-{label}", klass, _steps(step), about or f"{option} {value}", needs)
 
 
 # -- hand-edited parameters ------------------------------------------------------------------------------
@@ -95,12 +118,7 @@ EVALUATED = ("multiplier-edited", "input-offset-5", "scale-1e-300")
 def _param_case(name: str, edit: Edit, names: tuple[str, ...], about: str, command: str) -> Case:
     def setup(w: Workspace) -> Plan:
         params = kit.edited_params(w, edit)
-        argv: tuple[str, ...]
-        if command == "generate":
-            argv = ("generate", "--params", params, "--model", "tiny.onnx", "-o", "gen")
-        else:
-            argv = ("evaluate", "tiny.onnx", params, "--data", "calib.npz")
-        return Plan([refuse(*argv, names=[params, names])])
+        return Plan([refuse(*kit.reading(command, params), names=[params, names])])
 
     return _case(f"{command}-{name}", "numbers", setup, about)
 
@@ -109,86 +127,34 @@ def _calibration(x: np.ndarray) -> Setup:
     def setup(w: Workspace) -> Plan:
         kit.tiny(w)
         w.npz("odd.npz", x=x)
-        return Plan(
-            [refuse("quantize", "tiny.onnx", "--calib", "odd.npz", "-o", "o.json", *QUICK, names=["odd.npz"])]
-        )
+        return Plan([refuse(*kit.quantize(calib="odd.npz"), names=["odd.npz"])])
 
     return setup
-
-
-def _quantize_option(*option: str) -> Step:
-    return usage(
-        "quantize", "tiny.onnx", "--calib", "calib.npz", "-o", "o.json", *QUICK, *option, names=[option[-2]]
-    )
 
 
 def numbers_cases() -> list[Case]:
     n = "numbers"
     calib = models.calibration()
+    alignment = ("--alignment", "alignment")
+    percentile = ("--method", "percentile")
     cases = [_param_case(name, *spec, command="generate") for name, spec in PARAM_EDITS.items()]
     cases += [_param_case(name, *PARAM_EDITS[name], command="evaluate") for name in EVALUATED]
     cases += [
-        _case(
-            "generate-alignment-0",
-            n,
-            _steps(usage(*kit.GENERATE, "--alignment", "0", names=[("--alignment", "alignment")])),
-            "--alignment 0",
+        _option(n, kit.GENERATE, "--alignment", "0", names=alignment),
+        _option(
+            n, kit.GENERATE, "--alignment", "3", names=alignment, about="--alignment 3 (not a power of two)"
         ),
-        _case(
-            "generate-alignment-3",
-            n,
-            _steps(usage(*kit.GENERATE, "--alignment", "3", names=[("--alignment", "alignment")])),
-            "--alignment 3 (not a power of two)",
-        ),
-        _case(
-            "generate-alignment-negative",
-            n,
-            _steps(usage(*kit.GENERATE, "--alignment", "-16", names=[("--alignment", "alignment")])),
-            "--alignment -16",
-        ),
-        _case("quantize-workers-0", n, _steps(_quantize_option("--workers", "0")), "--workers 0"),
-        _case("quantize-workers-negative", n, _steps(_quantize_option("--workers", "-3")), "--workers -3"),
-        _case("quantize-samples-0", n, _steps(_quantize_option("--samples", "0")), "--samples 0"),
-        _case("quantize-samples-negative", n, _steps(_quantize_option("--samples", "-3")), "--samples -3"),
-        _case(
-            "quantize-percentile-150",
-            n,
-            _steps(_quantize_option("--method", "percentile", "--percentile", "150")),
-            "--percentile 150",
-        ),
-        _case(
-            "quantize-percentile-nan",
-            n,
-            _steps(_quantize_option("--method", "percentile", "--percentile", "nan")),
-            "--percentile nan",
-        ),
-        _case(
-            "verify-cases-200000",
-            n,
-            _steps(usage(*kit.VERIFY, "--cases", "200000", names=["--cases"])),
-            "--cases 200000",
-            needs=("cmsis-nn", "gcc"),
-        ),
-        _case(
-            "verify-timeout-0",
-            n,
-            _steps(usage(*kit.VERIFY, "--timeout", "0", names=["--timeout"])),
-            "--timeout 0",
-            needs=("cmsis-nn", "gcc"),
-        ),
-        _case(
-            "verify-timeout-inf",
-            n,
-            _steps(usage(*kit.VERIFY, "--timeout", "inf", names=["--timeout"])),
-            "--timeout inf",
-            needs=("cmsis-nn", "gcc"),
-        ),
-        _case(
-            "verify-seed-negative",
-            n,
-            _steps(usage(*kit.VERIFY, "--seed", "-1", names=["--seed"])),
-            "--seed -1",
-            needs=("cmsis-nn", "gcc"),
+        _option(n, kit.GENERATE, "--alignment", "-16", names=alignment),
+        *(_option(n, kit.quantize(), o, v) for o in ("--workers", "--samples") for v in ("0", "-3")),
+        *(_option(n, kit.quantize(), "--percentile", v, before=percentile) for v in ("150", "nan")),
+        *(
+            _option(n, kit.VERIFY, option, value, needs=VERIFY_NEEDS)
+            for option, value in (
+                ("--cases", "200000"),
+                ("--timeout", "0"),
+                ("--timeout", "inf"),
+                ("--seed", "-1"),
+            )
         ),
         _case(
             "calib-complex64",
@@ -217,8 +183,7 @@ def numbers_cases() -> list[Case]:
 
 def _readonly_generate(w: Workspace) -> Plan:
     w.copy("tiny", *kit.TINY, "gen")
-    if not kit.read_only(w, "gen"):
-        raise RuntimeError("cannot make a folder read-only here (needs chattr as root)")
+    kit.read_only(w, "gen")
     step = refuse(*kit.GENERATE, "--alignment", "32", names=["gen"])
     return Plan([step], protect=("gen/model.h", "gen/model.c", "gen/model_data.c"))
 
@@ -226,28 +191,15 @@ def _readonly_generate(w: Workspace) -> Plan:
 def _readonly_quantize(w: Workspace) -> Plan:
     kit.tiny(w)
     w.path("ro").mkdir()
-    if not kit.read_only(w, "ro"):
-        raise RuntimeError("cannot make a folder read-only here (needs chattr as root)")
-    return Plan(
-        [refuse("quantize", "tiny.onnx", "--calib", "calib.npz", "-o", "ro/p.json", *QUICK, names=["ro"])]
-    )
-
-
-def _with(files: dict[str, bytes | str], *steps: Step) -> Setup:
-    def setup(w: Workspace) -> Plan:
-        kit.tiny(w)
-        for name, content in files.items():
-            w.write(name, content)
-        return Plan(list(steps))
-
-    return setup
+    kit.read_only(w, "ro")
+    return Plan([refuse(*kit.quantize(out="ro/p.json"), names=["ro"])])
 
 
 def _model_file(content: Callable[[], bytes], name: str = "bad.onnx") -> Setup:
     def setup(w: Workspace) -> Plan:
         kit.tiny(w)
         w.write(name, content())
-        return Plan([refuse("quantize", name, "--calib", "calib.npz", "-o", "o.json", *QUICK, names=[name])])
+        return Plan([refuse(*kit.quantize(name), names=[name])])
 
     return setup
 
@@ -269,35 +221,18 @@ def _dangling_input(model: onnx.ModelProto) -> None:
     model.graph.node[1].input[0] = "no_such_tensor"
 
 
-def _params(content: str | bytes, *, command: str = "generate") -> Setup:
-    def setup(w: Workspace) -> Plan:
-        kit.tiny(w)
-        w.write("bad.params.json", content)
-        if command == "generate":
-            argv: tuple[str, ...] = (
-                "generate",
-                "--params",
-                "bad.params.json",
-                "--model",
-                "tiny.onnx",
-                "-o",
-                "gen",
-            )
-        else:
-            argv = ("evaluate", "tiny.onnx", "bad.params.json", "--data", "calib.npz")
-        return Plan([refuse(*argv, names=["bad.params.json"])])
-
-    return setup
+def _params(content: str | bytes) -> Setup:
+    return _with(
+        {"bad.params.json": content}, refuse(*kit.generate("bad.params.json"), names=["bad.params.json"])
+    )
 
 
 def _kernel(command: str) -> Setup:
     def setup(w: Workspace) -> Plan:
         params = kit.edited_params(w, lambda d: kit.layer(d).__setitem__("kernel", "arm_no_such_kernel_s8"))
-        if command == "generate":
-            argv: tuple[str, ...] = ("generate", "--params", params, "--model", "tiny.onnx", "-o", "gen")
-        else:
-            argv = ("evaluate", "tiny.onnx", params, "--data", "calib.npz")
-        return Plan([refuse(*argv, names=[params, ("arm_no_such_kernel_s8", "kernel")])])
+        return Plan(
+            [refuse(*kit.reading(command, params), names=[params, ("arm_no_such_kernel_s8", "kernel")])]
+        )
 
     return setup
 
@@ -307,25 +242,18 @@ def _truncated(name: str) -> Setup:
         kit.tiny(w)
         data = w.path(name).read_bytes()
         w.path(name).write_bytes(data[: len(data) // 2])
-        argv = ("quantize", "tiny.onnx", "--calib", "calib.npz", "-o", "o.json", *QUICK)
-        return Plan([refuse(*argv, names=[name])])
+        return Plan([refuse(*kit.quantize(), names=[name])])
 
     return setup
 
 
 def _calib_refused(name: str) -> Step:
-    return refuse("quantize", "tiny.onnx", "--calib", name, "-o", "o.json", *QUICK, names=[name])
-
-
-def _flash_option(option: str, value: str) -> Step:
-    return usage(*kit.FLASH_QEMU, option, value, names=[option])
+    return refuse(*kit.quantize(calib=name), names=[name])
 
 
 def tracebacks_cases() -> list[Case]:
     t = "tracebacks"
     garbage_zip = b"PK\x03\x04" + bytes(range(256)) * 8
-    verify_needs = ("cmsis-nn", "gcc")
-    quantize_o = ("quantize", "tiny.onnx", "--calib", "calib.npz", *QUICK, "-o")
     return [
         _case(
             "generate-read-only-output",
@@ -350,7 +278,7 @@ def tracebacks_cases() -> list[Case]:
         _case(
             "quantize-output-is-a-folder",
             t,
-            _with({"outdir/keep.txt": "keep\n"}, refuse(*quantize_o, "outdir", names=["outdir"])),
+            _with({"outdir/keep.txt": "keep\n"}, refuse(*kit.quantize(out="outdir"), names=["outdir"])),
             "quantize -o naming an existing folder",
         ),
         _case(
@@ -364,7 +292,7 @@ def tracebacks_cases() -> list[Case]:
             t,
             _with({"b.txt": "keep\n"}, refuse(*kit.VERIFY, "--build-dir", "b.txt", names=["b.txt"])),
             "verify --build-dir naming a file",
-            needs=verify_needs,
+            needs=VERIFY_NEEDS,
         ),
         _case(
             "build-build-dir-is-a-file",
@@ -372,56 +300,17 @@ def tracebacks_cases() -> list[Case]:
             _with(
                 {"b.txt": "keep\n"},
                 refuse(
-                    "build",
-                    "--target",
-                    "host",
-                    "--model",
-                    "tiny.onnx",
-                    "--params",
-                    "tiny.params.json",
-                    "--build-dir",
-                    "b.txt",
-                    names=["b.txt"],
+                    "build", "--target", "host", *kit.MODEL_PARAMS, "--build-dir", "b.txt", names=["b.txt"]
                 ),
             ),
             "build --build-dir naming a file",
-            needs=verify_needs,
+            needs=VERIFY_NEEDS,
         ),
-        _case(
-            "flash-verify-gdb-port-99999",
-            t,
-            _steps(_flash_option("--gdb-port", "99999")),
-            "--gdb-port 99999",
-            needs=("cmsis-nn", "arm"),
+        *(
+            _option(t, kit.FLASH_QEMU, option, value, needs=FLASH_NEEDS)
+            for option, value in (("--gdb-port", "99999"), ("--gdb-port", "-1"), ("--uart-port", "70000"))
         ),
-        _case(
-            "flash-verify-gdb-port-negative",
-            t,
-            _steps(_flash_option("--gdb-port", "-1")),
-            "--gdb-port -1",
-            needs=("cmsis-nn", "arm"),
-        ),
-        _case(
-            "flash-verify-uart-port-70000",
-            t,
-            _steps(_flash_option("--uart-port", "70000")),
-            "--uart-port 70000",
-            needs=("cmsis-nn", "arm"),
-        ),
-        _case(
-            "verify-timeout-nan",
-            t,
-            _steps(usage(*kit.VERIFY, "--timeout", "nan", names=["--timeout"])),
-            "--timeout nan",
-            needs=verify_needs,
-        ),
-        _case(
-            "verify-timeout-negative",
-            t,
-            _steps(usage(*kit.VERIFY, "--timeout", "-5", names=["--timeout"])),
-            "--timeout -5",
-            needs=verify_needs,
-        ),
+        *(_option(t, kit.VERIFY, "--timeout", value, needs=VERIFY_NEEDS) for value in ("nan", "-5")),
         _case(
             "quantize-npz-zip-header-garbage",
             t,
@@ -501,21 +390,10 @@ def tracebacks_cases() -> list[Case]:
             t,
             _with(
                 {"src/model.h": "#define MODEL_LAYER_COUNT banana\n"},
-                refuse(
-                    "verify",
-                    "--target",
-                    "host",
-                    "--src",
-                    "src",
-                    "--model",
-                    "tiny.onnx",
-                    "--params",
-                    "tiny.params.json",
-                    names=["model.h"],
-                ),
+                refuse("verify", "--target", "host", "--src", "src", *kit.MODEL_PARAMS, names=["model.h"]),
             ),
             "verify --src with a broken model.h",
-            needs=verify_needs,
+            needs=VERIFY_NEEDS,
         ),
         _case(
             "cmsis-nn-status-path-is-file",
@@ -529,27 +407,14 @@ def tracebacks_cases() -> list[Case]:
 def _missing_external(w: Workspace) -> Plan:
     kit.tiny(w)
     models.save(models.with_external_weights("weights.bin"), w.path("ext.onnx"))
-    return Plan(
-        [
-            refuse(
-                "quantize",
-                "ext.onnx",
-                "--calib",
-                "calib.npz",
-                "-o",
-                "o.json",
-                *QUICK,
-                names=[("weights.bin", "ext.onnx")],
-            )
-        ]
-    )
+    return Plan([refuse(*kit.quantize("ext.onnx"), names=[("weights.bin", "ext.onnx")])])
 
 
 def _truncated_params(w: Workspace) -> Plan:
     kit.tiny(w)
     text = w.path("tiny.params.json").read_text()
     w.write("cut.params.json", text[: len(text) // 2])
-    return Plan([refuse(*kit.EVALUATE[:2], "cut.params.json", *kit.EVALUATE[3:], names=["cut.params.json"])])
+    return Plan([refuse(*kit.evaluate("cut.params.json"), names=["cut.params.json"])])
 
 
 def _vectors(w: Workspace) -> Plan:
@@ -560,28 +425,25 @@ def _vectors(w: Workspace) -> Plan:
 
 # -- unclear ----------------------------------------------------------------------------------------------
 
-BOARD = ("flash-verify", "--no-float-metrics", "--cases", "1", "--timeout", "20")
-BOARD_NEEDS = ("cmsis-nn", "arm")
-
 
 def _board_missing_device(w: Workspace) -> Plan:
     kit.tiny(w)
     kit.board_project(w, "/dev/ttyFXP-missing0", f"127.0.0.1:{kit.free_port()}")
-    return Plan([refuse(*BOARD, names=["/dev/ttyFXP-missing0"])])
+    return Plan([refuse(*kit.BOARD_FLASH, names=["/dev/ttyFXP-missing0"])])
 
 
 def _board_socket_refused(w: Workspace) -> Plan:
     kit.tiny(w)
     port = kit.free_port()
     kit.board_project(w, f"socket://127.0.0.1:{port}", f"127.0.0.1:{kit.free_port()}")
-    return Plan([refuse(*BOARD, names=[f"127.0.0.1:{port}"])])
+    return Plan([refuse(*kit.BOARD_FLASH, names=[f"127.0.0.1:{port}"])])
 
 
 def _board_no_gdb_server(w: Workspace) -> Plan:
     kit.tiny(w)
     port = kit.free_port()
     kit.board_project(w, kit.pty(w, locked=False), f"127.0.0.1:{port}")
-    return Plan([refuse(*BOARD, names=[f"127.0.0.1:{port}"])])
+    return Plan([refuse(*kit.BOARD_FLASH, names=[f"127.0.0.1:{port}"])])
 
 
 def _qemu_port_busy(option: str) -> Setup:
@@ -596,39 +458,10 @@ def _qemu_port_busy(option: str) -> Setup:
 def _two_io(w: Workspace) -> Plan:
     kit.tiny(w)
     models.save(models.two_inputs_two_outputs(), w.path("two.onnx"))
-    calib = models.calibration()
-    w.npz("two.npz", x=calib)
+    w.npz("two.npz", x=models.calibration())
     return Plan(
-        [
-            refuse(
-                "quantize",
-                "two.onnx",
-                "--calib",
-                "two.npz",
-                "-o",
-                "o.json",
-                *QUICK,
-                names=["two.onnx", ("2 inputs", "two inputs")],
-            )
-        ]
+        [refuse(*kit.quantize("two.onnx", "two.npz"), names=["two.onnx", ("2 inputs", "two inputs")])]
     )
-
-
-BAD_TOML = """\
-model = 42
-params = ["a", "b"]
-alignment = 0
-rounding = "sideways"
-colour = "blue"
-
-[board]
-core = "cortex-m99"
-flash_size = "lots"
-
-[flash]
-backend = "telepathy"
-baud = -1
-"""
 
 
 def _unsupported(w: Workspace, name: str = "trig") -> Plan:
@@ -637,13 +470,7 @@ def _unsupported(w: Workspace, name: str = "trig") -> Plan:
     model.graph.node.insert(2, helper.make_node("Sin", ["relu.out"], ["sin.out"], name=name))
     model.graph.node[3].input[0] = "sin.out"
     w.write("sin.onnx", model.SerializeToString())
-    return Plan(
-        [
-            refuse(
-                "quantize", "sin.onnx", "--calib", "calib.npz", "-o", "o.json", *QUICK, names=["trig", "Sin"]
-            )
-        ]
-    )
+    return Plan([refuse(*kit.quantize("sin.onnx"), names=["trig", "Sin"])])
 
 
 def _symbolic_input(w: Workspace) -> Plan:
@@ -653,9 +480,7 @@ def _symbolic_input(w: Workspace) -> Plan:
         dim.ClearField("dim_value")
         dim.dim_param = name
     w.write("sym.onnx", model.SerializeToString())
-    return Plan(
-        [refuse("quantize", "sym.onnx", "--calib", "calib.npz", "-o", "o.json", *QUICK, names=["sym.onnx"])]
-    )
+    return Plan([refuse(*kit.quantize("sym.onnx"), names=["sym.onnx"])])
 
 
 def unclear_cases() -> list[Case]:
@@ -666,35 +491,35 @@ def unclear_cases() -> list[Case]:
             u,
             _board_missing_device,
             "[flash] serial names a missing device",
-            needs=BOARD_NEEDS,
+            needs=FLASH_NEEDS,
         ),
         _case(
             "board-serial-socket-refused",
             u,
             _board_socket_refused,
             "[flash] serial is a socket nobody listens on",
-            needs=BOARD_NEEDS,
+            needs=FLASH_NEEDS,
         ),
         _case(
             "board-no-gdb-server",
             u,
             _board_no_gdb_server,
             "[flash] gdb_remote where no GDB server listens",
-            needs=BOARD_NEEDS,
+            needs=FLASH_NEEDS,
         ),
         _case(
             "qemu-gdb-port-busy",
             u,
             _qemu_port_busy("--gdb-port"),
             "--gdb-port held by another program",
-            needs=BOARD_NEEDS,
+            needs=FLASH_NEEDS,
         ),
         _case(
             "qemu-uart-port-busy",
             u,
             _qemu_port_busy("--uart-port"),
             "--uart-port held by another program",
-            needs=BOARD_NEEDS,
+            needs=FLASH_NEEDS,
         ),
         _case("quantize-two-inputs-two-outputs", u, _two_io, "a two-input, two-output model"),
         _case("quantize-unsupported-op", u, _unsupported, "a Sin node CMSIS-NN cannot run"),
@@ -708,13 +533,13 @@ def unclear_cases() -> list[Case]:
         _case(
             "generate-toml-many-bad-values",
             u,
-            _with({"fixpoint.toml": BAD_TOML}, refuse("generate", names=["fixpoint.toml"])),
+            _with({"fixpoint.toml": kit.BAD_TOML}, refuse("generate", names=["fixpoint.toml"])),
             "fixpoint.toml with nine bad values: one line naming the file",
         ),
         _case(
             "verify-toml-many-bad-values",
             u,
-            _with({"fixpoint.toml": BAD_TOML}, refuse("verify", names=["fixpoint.toml"])),
+            _with({"fixpoint.toml": kit.BAD_TOML}, refuse("verify", names=["fixpoint.toml"])),
             "verify with nine bad values in fixpoint.toml",
         ),
         _case(
@@ -736,12 +561,8 @@ def unclear_cases() -> list[Case]:
             u,
             _with(
                 {"fixpoint.toml": 'target = "toaster"\n'},
-                refuse("verify", "--model", "tiny.onnx", "--params", "tiny.params.json", names=["toaster"]),
+                refuse("verify", *kit.MODEL_PARAMS, names=["toaster"]),
             ),
             "an unknown target",
         ),
     ]
-
-
-def all_cases() -> list[Case]:
-    return [*numbers_cases(), *tracebacks_cases(), *unclear_cases()]

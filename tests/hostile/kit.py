@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -14,35 +15,44 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.hostile.runner import Check
+from tests.hostile import models
+from tests.hostile.runner import Case, Setup, Step
 from tests.hostile.workspace import QUICK, Workspace
 
 TINY = ("tiny.onnx", "tiny.params.json", "calib.npz")
-QUANTIZE = ("quantize", "tiny.onnx", "--calib", "calib.npz", "-o", "out.params.json", *QUICK)
-GENERATE = ("generate", "--params", "tiny.params.json", "--model", "tiny.onnx", "-o", "gen")
-EVALUATE = ("evaluate", "tiny.onnx", "tiny.params.json", "--data", "calib.npz")
-VERIFY = (
-    "verify",
-    "--target",
-    "host",
-    "--model",
-    "tiny.onnx",
-    "--params",
-    "tiny.params.json",
-    "--no-float-metrics",
-)
-FLASH_QEMU = (
-    "flash-verify",
-    "--target",
-    "qemu-m4",
-    "--model",
-    "tiny.onnx",
-    "--params",
-    "tiny.params.json",
-    "--no-float-metrics",
-    "--cases",
-    "1",
-)
+MODEL_PARAMS = ("--model", "tiny.onnx", "--params", "tiny.params.json")
+"""The tiny model and its quant-params JSON, as the options of verify, build and flash-verify."""
+
+
+def quantize(model: str = "tiny.onnx", calib: str = "calib.npz", out: str = "o.json") -> tuple[str, ...]:
+    return ("quantize", model, "--calib", calib, "-o", out, *QUICK)
+
+
+def generate(params: str = "tiny.params.json", model: str = "tiny.onnx") -> tuple[str, ...]:
+    return ("generate", "--params", params, "--model", model, "-o", "gen")
+
+
+def evaluate(params: str = "tiny.params.json", model: str = "tiny.onnx") -> tuple[str, ...]:
+    return ("evaluate", model, params, "--data", "calib.npz")
+
+
+def reading(command: str, params: str, model: str = "tiny.onnx") -> tuple[str, ...]:
+    """`generate` or `evaluate` (both rebuild the int8 graph from a params JSON) of `params`."""
+    return (generate if command == "generate" else evaluate)(params, model)
+
+
+GENERATE = generate()
+EVALUATE = evaluate()
+VERIFY = ("verify", "--target", "host", *MODEL_PARAMS, "--no-float-metrics")
+FLASH_QEMU = ("flash-verify", "--target", "qemu-m4", *MODEL_PARAMS, "--no-float-metrics", "--cases", "1")
+BOARD_FLASH = ("flash-verify", "--no-float-metrics", "--cases", "1", "--timeout", "20")
+"""flash-verify on the board of fixpoint.toml (board_project)."""
+BOARD_BUILD = Step(("build", "--cases", "1"), frozenset({0, 2}), names=("fixpoint.toml",), message=True)
+"""build for a board with a hostile name: built (the name never code), or refused naming fixpoint.toml."""
+
+
+def case(name: str, klass: str, setup: Setup, about: str, needs: tuple[str, ...] = ()) -> Case:
+    return Case(f"{klass}/{name}", klass, setup, about, needs)
 
 
 def tiny(w: Workspace, to: str = ".") -> None:
@@ -111,20 +121,33 @@ def deep_json(depth: int = 200_000, kind: str = "[]") -> str:
     return '{"a":' * depth + "0" + "}" * depth
 
 
-def read_only(w: Workspace, relative: str) -> bool:
-    """Make a folder unwritable, also for root (chattr +i); undone when the case ends. False if impossible."""
+def immutable(w: Workspace, relative: str) -> None:
+    """Make a file or folder immutable (chattr +i, root only); undone when the case ends."""
     path = w.path(relative)
-    if os.geteuid() != 0:
-        path.chmod(0o555)
-        w.later(lambda: path.chmod(0o755))
-        return True
-    if shutil.which("chattr") is None:
-        return False
-    done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
-    if done.returncode != 0:
-        return False
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        raise RuntimeError(f"cannot make {relative} immutable here (needs chattr as root)")
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False).returncode != 0:
+        raise RuntimeError(f"chattr +i failed on {relative}")
     w.later(lambda: subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False))
-    return True
+
+
+def read_only(w: Workspace, relative: str) -> None:
+    """Make a folder unwritable, also for root (chattr +i); undone when the case ends."""
+    if os.geteuid() == 0:
+        immutable(w, relative)
+        return
+    path = w.path(relative)
+    path.chmod(0o555)
+    w.later(lambda: path.chmod(0o755))
+
+
+def tree_model(w: Workspace, kind: str) -> None:
+    """In the firmware tree (fixture "tree"): no fixpoint.toml, and its params JSON names a model with a
+    constant that folding cannot finish (models.constant)."""
+    w.path("fixpoint.toml").unlink()
+    path = models.save(models.constant(kind), w.path(f"model/{kind}.onnx"))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    edit_json(w.path("model/tiny.params.json"), lambda d: d["model"].update(path=path.name, sha256=digest))
 
 
 # -- ports and serial lines -----------------------------------------------------------------------------
@@ -164,6 +187,24 @@ def pty(w: Workspace, locked: bool) -> str:
 
     w.later(close)
     return path
+
+
+BAD_TOML = """\
+model = 42
+params = ["a", "b"]
+alignment = 0
+rounding = "sideways"
+colour = "blue"
+
+[board]
+core = "cortex-m99"
+flash_size = "lots"
+
+[flash]
+backend = "telepathy"
+baud = -1
+"""
+"""fixpoint.toml with nine bad values."""
 
 
 def _toml_string(text: str) -> str:
@@ -216,12 +257,3 @@ NEEDS: dict[str, Callable[[], bool]] = {
 
 def missing(needs: tuple[str, ...]) -> list[str]:
     return [need for need in needs if not NEEDS[need]()]
-
-
-def expect_file(relative: str, outcome: str = "damaged") -> Check:
-    """A check that `relative` exists afterwards."""
-
-    def check(w: Workspace) -> tuple[str, str] | None:
-        return None if w.path(relative).exists() else (outcome, f"{relative} is missing afterwards")
-
-    return check

@@ -7,12 +7,11 @@ outside the workspace.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.hostile import kit, models
+from tests.hostile import kit
 from tests.hostile.lsp_client import Notify, Raw, Request, Scenario, Sleep
 from tests.hostile.runner import Case, Plan
 from tests.hostile.workspace import Workspace
@@ -62,20 +61,9 @@ def _check_after(change: Callable[[Workspace], object]) -> Callable[[Workspace],
     return build
 
 
-def _constant_model(w: Workspace, kind: str) -> None:
-    """The params JSON of a tree without fixpoint.toml names a model that folding cannot finish."""
-    w.path("fixpoint.toml").unlink()
-    model = models.constant_loop() if kind == "loop" else models.constant_of_shape()
-    path = models.save(model, w.path(f"model/{kind}.onnx"))
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    kit.edit_json(
-        w.path("model/tiny.params.json"), lambda d: d["model"].update(path=path.name, sha256=digest)
-    )
-
-
 def _untrusted(kind: str) -> Callable[[Workspace], Scenario]:
     def build(w: Workspace) -> Scenario:
-        _constant_model(w, kind)
+        kit.tree_model(w, kind)
         return Scenario([command(CHECK)], init_options={"trusted": False})
 
     return build
@@ -152,9 +140,7 @@ def _broken_frames(w: Workspace) -> Scenario:
 
 
 def _toml_bad_values(w: Workspace) -> Scenario:
-    from tests.hostile.cases_numbers import BAD_TOML
-
-    w.write("fixpoint.toml", BAD_TOML)
+    w.write("fixpoint.toml", kit.BAD_TOML)
     return Scenario([command(CHECK), command(REGENERATE)])
 
 
@@ -229,7 +215,7 @@ def lsp_cases() -> list[Case]:
         ),
         case(
             "loop-1e12-params",
-            _check_after(lambda w: _constant_model(w, "loop")),
+            _check_after(lambda w: kit.tree_model(w, "loop")),
             "the params JSON names a model with a constant Loop of 10^12 iterations",
         ),
         case(
@@ -239,7 +225,7 @@ def lsp_cases() -> list[Case]:
         ),
         case(
             "constant-of-shape-params",
-            _check_after(lambda w: _constant_model(w, "huge")),
+            _check_after(lambda w: kit.tree_model(w, "huge")),
             "the params JSON names a model with ConstantOfShape 1x1x40000x40000",
         ),
         case("constant-of-shape-params-untrusted", _untrusted("huge"), "the same, untrusted"),
