@@ -7,11 +7,10 @@ same graph, sources and settings give byte-identical files, so regenerating rewr
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from quantcore import __version__
+from quantcore import __version__, limits, untrusted
 from quantcore.codegen.files import (
     GENERATION_PLACEHOLDER,
     PLACEHOLDER,
@@ -58,20 +57,28 @@ class GenerateResult:
         return tuple(f for f in self.files if f.outcome is not Outcome.UNCHANGED)
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _sha256(path: Path, limit: int) -> str:
+    return untrusted.sha256(path, limit=limit)
+
+
+def _model_sha256(graph: Graph, path: Path) -> str:
+    """The model's SHA-256: the import's, when the graph came from that very file (it hashed the bytes it
+    read), else the file's."""
+    if graph.meta.get("sha256") and graph.meta.get("source") == str(path):
+        return str(graph.meta["sha256"])
+    return _sha256(path, limits.MODEL_MAX_BYTES)
 
 
 def header_info(graph: Graph, sources: Sources | None) -> HeaderInfo:
     sources = sources or Sources()
     meta = graph.meta
     if sources.model is not None:
-        model_name, model_sha = sources.model.name, _sha256(sources.model)
+        model_name, model_sha = sources.model.name, _model_sha256(graph, sources.model)
     else:
         model_name = str(meta.get("source_name", meta.get("source", graph.name)))
         model_sha = str(meta.get("sha256", "")) or "unknown"
     if sources.params is not None:
-        params_name, params_sha = sources.params.name, _sha256(sources.params)
+        params_name, params_sha = sources.params.name, _sha256(sources.params, limits.JSON_MAX_BYTES)
     else:
         params_name, params_sha = "(none: generated from a graph in memory)", "unknown"
     return HeaderInfo(__version__, params_name, params_sha, model_name, model_sha, CMSIS_NN_API)

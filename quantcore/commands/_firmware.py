@@ -142,12 +142,12 @@ def load_model(ctx: Context, required: bool, recorded_model: bool = False) -> Mo
 
 
 def recorded_model_of(document: Any, params: str | Path) -> str | None:
-    """The model file a loaded params document records (relative to the JSON, kept inside the folders
-    the user works in), when it exists."""
+    """The model file a loaded params document records, when it exists (params_json.recorded_model on
+    the document in hand: the file is not read again)."""
     from quantcore.quantize import params_json
 
-    path = params_json.model_path(document, params, params_json.default_roots(params))
-    return str(path) if path.is_file() else None
+    path = params_json.recorded_model(params, document=document)
+    return str(path) if path is not None else None
 
 
 def sources(ctx: Context, model: Model | None) -> Path:
