@@ -182,7 +182,11 @@ def read_text(path: str | os.PathLike[str], *, limit: int, root: str | os.PathLi
 
 # -- JSON ----------------------------------------------------------------------------------------------
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+"""A JSON string on one line (raw line breaks are not allowed in one; stopping there keeps line numbers)."""
+_BRACKET_STEP = np.zeros(256, np.int8)
+_BRACKET_STEP[[ord("["), ord("{")]] = 1
+_BRACKET_STEP[[ord("]"), ord("}")]] = -1
 
 
 def json_depth_problem(text: str, max_depth: int = limits.JSON_MAX_DEPTH) -> str | None:
@@ -190,19 +194,17 @@ def json_depth_problem(text: str, max_depth: int = limits.JSON_MAX_DEPTH) -> str
 
     Python's json parser recurses once per level and fails with RecursionError (a crash, not a
     message) a few hundred thousand levels down, and every walk over the parsed value recurses again;
-    the depth is therefore measured on the text first, with the strings blanked out, in vectorised
-    numpy (linear in the size).
+    the depth is therefore measured on the text first: strings replaced by "" (one regex pass in C),
+    then the brackets' running sum in numpy over the UTF-8 bytes (a bracket is one byte there).
     """
     if text.count("[") + text.count("{") <= max_depth:
         return None
-    blanked = _JSON_STRING.sub(lambda m: " " * len(m.group()), text)
-    codes = np.frombuffer(blanked.encode("utf-32-le"), dtype=np.uint32)
-    steps = np.isin(codes, (ord("["), ord("{"))).astype(np.int32) - np.isin(codes, (ord("]"), ord("}")))
-    depth = np.cumsum(steps)
+    stripped = _JSON_STRING.sub('""', text).encode("utf-8", "surrogatepass")
+    depth = np.cumsum(_BRACKET_STEP[np.frombuffer(stripped, np.uint8)], dtype=np.int32)
     deep = np.flatnonzero(depth > max_depth)
     if deep.size == 0:
         return None
-    line = text.count("\n", 0, int(deep[0])) + 1
+    line = stripped.count(b"\n", 0, int(deep[0])) + 1
     return f"line {line}: arrays/objects nest deeper than {max_depth} levels, the most Fixpoint reads"
 
 
