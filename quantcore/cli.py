@@ -20,7 +20,7 @@ from importlib.metadata import entry_points
 from typing import NoReturn
 
 from quantcore.commands import COMMANDS
-from quantcore.display import one_line, shorten
+from quantcore.display import shown
 from quantcore.errors import InputError, OutputError, QuantcoreError
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
@@ -124,7 +124,7 @@ def _foreign_input_error(exc: BaseException) -> str | None:
 
 def one_line_message(message: str) -> str:
     """`message` on one line of printable text, cut to MESSAGE_CHARS."""
-    return one_line(shorten(" ".join(message.split()), MESSAGE_CHARS))
+    return shown(" ".join(message.split()), MESSAGE_CHARS)
 
 
 if __name__ == "__main__":

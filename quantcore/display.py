@@ -3,7 +3,8 @@
 Node, tensor and file names come from models and settings the user was sent: they can hold newlines (a
 forged line in a log or the firmware's line protocol), comment terminators, quotes, backslashes, trigraphs
 (`??/` is a backslash to a C compiler in strict ISO modes), any Unicode, and 10,000 characters. Wherever
-such a name is shown it goes through `printable` (one line of plain ASCII, no backslash) after `shorten`.
+such a name is shown it is shortened, then kept on one line: `printable` (plain ASCII, no backslash) for
+generated C and the firmware's log, `one_line` (`shown`, `quoted`) for messages.
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else f"<U+{ord(ch):04X}>" for ch in text)
 
 
-def name(text: object, limit: int = limits.NAME_MAX_CHARS) -> str:
-    """A name for a message: shortened, on one line and quoted, e.g. 'conv1' or 'x<U+000A>y'."""
-    return "'" + one_line(shorten(str(text), limit)).replace("'", "\\'") + "'"
+def shown(name: str, limit: int = limits.NAME_MAX_CHARS) -> str:
+    """`name` shortened and on one line (unprintable characters as <U+XXXX>), not yet quoted."""
+    return one_line(shorten(name, limit))
+
+
+def quoted(name: object, limit: int = limits.NAME_MAX_CHARS) -> str:
+    """A name for a message: shown and quoted, e.g. 'conv1' or 'x<U+000A>y'."""
+    return repr(shown(str(name), limit))
+
+
+def said(error: BaseException, limit: int = 4 * limits.NAME_MAX_CHARS) -> str:
+    """A library's message (it may quote the model's names, or long lists of its numbers): every run of
+    whitespace one space, then shown."""
+    return shown(" ".join(str(error).split()), limit)

@@ -133,8 +133,8 @@ def _prepared(source: OnnxSource, batch: int, path: Path) -> tuple[Graph, bytes 
 def check_supported(graph: Graph, source: str) -> None:
     """Raise ModelError when the graph as a whole cannot become firmware, UnsupportedError for the first
     node in CMSIS-NN form that no CMSIS-NN kernel can run; the message says what the node has and why."""
+    from quantcore.display import shown
     from quantcore.support import GRAPH, KERNELS
-    from quantcore.support.names import shown
 
     for rule in GRAPH:
         if not rule(graph):

@@ -17,12 +17,12 @@ import onnx
 from onnx import helper, numpy_helper
 
 from quantcore import limits
+from quantcore.display import quoted, shown
 from quantcore.errors import ModelError
 from quantcore.importers._onnx_load import Loaded, Shape
 from quantcore.importers._qdq import Plan
 from quantcore.ir import DType, Layout, Node, Op, QuantParams, Tensor
 from quantcore.support import OnnxNode
-from quantcore.support.names import quoted, shown
 
 FIX_SHAPES = (
     "export the model with static input shapes (torch.onnx.export without dynamic_axes/dynamic_shapes, "

@@ -17,9 +17,9 @@ from pathlib import Path
 import onnx
 
 from quantcore import limits, untrusted
+from quantcore.display import quoted
 from quantcore.errors import ModelError
 from quantcore.importers._walk import sparse_tensors, tensors
-from quantcore.support.names import quoted
 
 
 def refuse_sparse(model: onnx.ModelProto, path: str) -> None:

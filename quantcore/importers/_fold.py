@@ -27,9 +27,9 @@ import numpy as np
 import onnx
 
 from quantcore import limits
+from quantcore.display import shown
 from quantcore.importers._fold_cost import ESTIMATORS, Call, Cost, Malformed, size
 from quantcore.importers._walk import graphs_of
-from quantcore.support.names import shown
 
 EVALUATION_OVERHEAD = 1 << 14
 """Operations charged for every node run, whatever its size: onnx.reference spends tens of

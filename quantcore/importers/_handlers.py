@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import onnx
 
+from quantcore.display import quoted
 from quantcore.importers._builder import Builder
 from quantcore.importers._geometry import Geometry, resolve
 from quantcore.ir import Activation, Op, QuantParams
 from quantcore.support import OnnxNode
-from quantcore.support.names import quoted
 
 Handler = Callable[[Builder, OnnxNode], None]
 

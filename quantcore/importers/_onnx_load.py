@@ -23,12 +23,12 @@ import onnx
 from onnx import numpy_helper, shape_inference
 
 from quantcore import limits, untrusted
+from quantcore.display import quoted, shown
 from quantcore.errors import ModelError
 from quantcore.importers import _external, _qdq
 from quantcore.importers._fold import Folder, FoldRefused
 from quantcore.importers._walk import graphs_of, messages
 from quantcore.ir import QuantParams
-from quantcore.support.names import quoted, shown
 
 MIN_OPSET = 7
 """Opset 7 brought numpy broadcasting to Add/Mul; older models should be converted first."""

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from quantcore.display import quoted, shown
 from quantcore.errors import ModelError
 from quantcore.ir import DType, QuantParams
-from quantcore.support.names import quoted, shown
 
 QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
 _FORMS: Mapping[str, tuple[DType, int]] = {

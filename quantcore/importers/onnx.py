@@ -24,6 +24,7 @@ from pathlib import Path
 
 import onnx
 
+from quantcore.display import quoted, shown
 from quantcore.errors import ModelError, UnsupportedError
 from quantcore.importers import _onnx_load, _qdq
 from quantcore.importers._builder import Builder
@@ -31,7 +32,6 @@ from quantcore.importers._handlers import HANDLERS
 from quantcore.importers._isolated import isolated
 from quantcore.ir import Graph
 from quantcore.support import ONNX_OPS, unsupported_reason
-from quantcore.support.names import quoted, shown
 
 __all__ = ["OnnxImport", "OnnxSource", "import_onnx", "load_source", "read_onnx"]
 

@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from quantcore import limits, untrusted
+from quantcore.display import said
 from quantcore.errors import ModelError
 from quantcore.importers import _onnx_load
 from quantcore.importers._isolated import isolated
 from quantcore.importers.onnx import _import
 from quantcore.ir import Graph
-from quantcore.support.names import said
 
 OPSET = 17
 """The opset the export asks for (well inside the 11-21 range the importer is tested on)."""

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from quantcore.display import said
 from quantcore.errors import ModelError
 from quantcore.ir import Graph, Layout
 from quantcore.runtime import float_exec
@@ -71,8 +72,6 @@ class OnnxFloat:
                 proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # onnxruntime raises its own exception types
-            from quantcore.support.names import said  # the support table's package: not at start-up
-
             raise ModelError(self._name(), f"onnxruntime cannot load the model: {said(exc)}") from exc
         inputs = session.get_inputs()
         return _Session(
@@ -120,8 +119,6 @@ class OnnxFloat:
                 return dict(zip(output_names, session.run(None, feeds), strict=True))
             runs = [session.run(None, {k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
         except Exception as exc:  # onnxruntime raises its own exception types
-            from quantcore.support.names import said  # the support table's package: not at start-up
-
             raise ModelError(self._name(), f"onnxruntime failed: {said(exc)}") from exc
         return {name: np.concatenate([r[j] for r in runs]) for j, name in enumerate(output_names)}
 

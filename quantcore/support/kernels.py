@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from quantcore.display import quoted
 from quantcore.ir import Graph, Layout, Node, Op
-from quantcore.support.names import quoted
 from quantcore.support.table import Constraint, KernelConstraint, KernelSupport, about
 
 Subject = tuple[Graph, Node]

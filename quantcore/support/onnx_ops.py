@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from quantcore.display import quoted, shown
 from quantcore.ir import Op
-from quantcore.support.names import quoted, shown
 from quantcore.support.table import Constraint, OnnxConstraint, OnnxNode, OpSupport, about
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from quantcore.support.names import quoted, shown
+from quantcore.display import quoted, shown
 
 _SIGMOID = (
     "CMSIS-NN has no int8 sigmoid/tanh kernel: its only one is arm_nn_activation_s16 (int16 input and "

@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from quantcore import limits
-from quantcore.display import name
+from quantcore.display import quoted
 from quantcore.targets import protocol
 from quantcore.targets.errors import (
     FirmwareOutputLimit,
@@ -51,7 +51,7 @@ _PLAIN = re.compile(r"[A-Za-z0-9_./:@+=,-]{1,200}")
 def shown(port: str) -> str:
     """A port as a message shows it: as is when plain, else quoted and made printable (it comes from a
     setting, and a newline in it must not forge a line of output)."""
-    return port if _PLAIN.fullmatch(port) else name(port)
+    return port if _PLAIN.fullmatch(port) else quoted(port)
 
 
 class SerialLink:
@@ -192,7 +192,7 @@ def _holds(pid: int, target: str) -> bool:
 def _command(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/comm", "rb") as handle:
-            return name(handle.read(64).decode("utf-8", "replace").strip())
+            return quoted(handle.read(64).decode("utf-8", "replace").strip())
     except OSError:
         return "(ended)"
 

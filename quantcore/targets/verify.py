@@ -143,8 +143,8 @@ def check_layer_names(qgraph: Graph, run: RunResult, firmware: Firmware) -> None
     for i, (node, (name, _)) in enumerate(zip(qgraph.nodes, case.layers, strict=False)):
         if name != firmware_name(node.name):
             raise TargetError(
-                f"layer {i} is {display.name(name)} in {firmware.header.path.parent} but "
-                f"{display.name(node.name)} in the model: the sources were generated from another model; "
+                f"layer {i} is {display.quoted(name)} in {firmware.header.path.parent} but "
+                f"{display.quoted(node.name)} in the model: the sources were generated from another model; "
                 "regenerate them"
             )
 

@@ -183,4 +183,4 @@ def _is_request(message: Any) -> bool:
 
 
 def _shown(value: Any) -> str:
-    return display.name(value, limit=80)
+    return display.quoted(value, limit=80)

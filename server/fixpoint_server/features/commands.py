@@ -72,7 +72,7 @@ def _options(args: list[Any] | None) -> dict[str, Any]:
     if isinstance(args[0], dict):
         return dict(args[0])
     if not isinstance(args[0], str):
-        raise CommandError(f"expects one object of options, got {display.name(json.dumps(args[0]), 80)}")
+        raise CommandError(f"expects one object of options, got {display.quoted(json.dumps(args[0]), 80)}")
     return {"root": args[0], "force": args[1] is True if len(args) > 1 else False}
 
 
@@ -82,7 +82,7 @@ def text_option(options: dict[str, Any], key: str) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str) or "\0" in value:
-        raise CommandError(f'"{key}" must be a string, got {display.name(json.dumps(value), 80)}')
+        raise CommandError(f'"{key}" must be a string, got {display.quoted(json.dumps(value), 80)}')
     return value
 
 
@@ -96,7 +96,7 @@ def inside(ls: FixpointServer, value: str | None, what: str) -> Path | None:
     try:
         return untrusted.require_inside(path if path.is_absolute() else root / path, root, what)
     except untrusted.UntrustedInputError:
-        raise CommandError(f"{what} {display.name(value)} is outside the workspace {root}") from None
+        raise CommandError(f"{what} {display.quoted(value)} is outside the workspace {root}") from None
 
 
 def project_path(ls: FixpointServer, key: str) -> Path | None:

@@ -102,13 +102,13 @@ _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&:\"'])")
 def _md(text: object) -> str:
     """A name from a file as plain Markdown text: shortened, on one line, every character Markdown
     could read as markup (a link, an image fetched from anywhere, HTML) escaped."""
-    return _MARKDOWN.sub(r"\\\1", display.one_line(display.shorten(str(text))))
+    return _MARKDOWN.sub(r"\\\1", display.shown(str(text)))
 
 
 def _code(text: object) -> str:
     """A name from a file as a Markdown code span (nothing inside one is markup; a backtick in the name,
     which would end it, becomes a quote)."""
-    return "`" + display.one_line(display.shorten(str(text))).replace("`", "'") + "`"
+    return "`" + display.shown(str(text)).replace("`", "'") + "`"
 
 
 def _layer_error(report: dict[str, Any] | None, name: str) -> str | None:

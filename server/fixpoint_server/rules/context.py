@@ -285,7 +285,7 @@ class CheckContext:
         for what, path in (("the model", model), ("its fine-tuned weights", sidecar)):
             problem = None if path is None else _unusable(path, self.read_roots)
             if problem is not None:
-                return refused(f"{what} {display.name(path)} {problem}")
+                return refused(f"{what} {display.quoted(path)} {problem}")
         try:
             return quantize_from(params, model)
         except Exception as exc:  # a hostile model can make onnx or numpy raise anything: a finding, no crash
