@@ -132,6 +132,11 @@ class QuantizedModel:
     error: str | None = None
     """Why the graph could not be built (then `graph` is empty); shown by the rules that need it."""
 
+    @classmethod
+    def failed(cls, model: Path, error: str) -> QuantizedModel:
+        """No graph (nothing to compare the C code with), and why."""
+        return cls(Graph("empty", {}, (), (), ()), model, error)
+
     def layer(self, name: str) -> Node | None:
         return next((n for n in self.graph.nodes if n.name == name), None)
 
@@ -149,4 +154,4 @@ def quantize_from(params: ParamsFile, model: Path) -> QuantizedModel:
         finetuned = finetuned_weights(params.document, params.path)
         return QuantizedModel(from_document(loaded.graph, params.document, finetuned), model)
     except (QuantcoreError, OSError, ValueError, KeyError) as exc:
-        return QuantizedModel(Graph("empty", {}, (), (), ()), model, str(exc))  # nothing to compare with
+        return QuantizedModel.failed(model, str(exc))

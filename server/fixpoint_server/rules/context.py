@@ -277,11 +277,8 @@ class CheckContext:
 
     def _quantize(self, params: ParamsFile, model: Path, sidecar: Path | None) -> QuantizedModel:
         from fixpoint_server.parse.params import QuantizedModel, quantize_from
-        from quantcore.ir import Graph
 
-        def refused(problem: str) -> QuantizedModel:
-            return QuantizedModel(Graph("empty", {}, (), (), ()), model, problem)
-
+        refused = functools.partial(QuantizedModel.failed, model)
         for what, path in (("the model", model), ("its fine-tuned weights", sidecar)):
             problem = None if path is None else _unusable(path, self.read_roots)
             if problem is not None:
