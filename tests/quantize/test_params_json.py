@@ -746,6 +746,7 @@ RULES = [
     case(
         "weights-required", {"layers/0/weights": DELETE}, '$.layers[0]: missing required property "weights"'
     ),
+    case("bias-required", {"layers/0/bias": DELETE}, '$.layers[0]: missing required property "bias"'),
     case(
         "weights-not-allowed",
         {"layers/1/weights": "conv1.weight"},
