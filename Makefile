@@ -20,7 +20,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(INSTALLED): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch,tflm]'
 	@touch $@
 
 # Without CMSIS-NN or the Arm toolchain + QEMU the example skips its build and verification steps, says
