@@ -17,6 +17,7 @@ from quantcore.importers._builder import Builder
 from quantcore.importers._geometry import Geometry, resolve
 from quantcore.ir import Activation, Op, QuantParams
 from quantcore.support import OnnxNode
+from quantcore.support.onnx_ops import spatial_axes
 
 Handler = Callable[[Builder, OnnxNode], None]
 
@@ -101,6 +102,45 @@ def average_pool(b: Builder, n: OnnxNode) -> None:
 
 def global_average_pool(b: Builder, n: OnnxNode) -> None:
     b.emit(n.name, Op.GLOBAL_AVG_POOL, (_x(b, n),), (b.output(n.outputs[0], n.name),))
+
+
+def global_max_pool(b: Builder, n: OnnxNode) -> None:
+    _, _, h, w = b.shape(n.inputs[0], n.name)
+    attrs = {"kernel": (h, w), "strides": (h, w), "pads": (0, 0, 0, 0), "ceil_pads": (0, 0)}
+    b.emit(n.name, Op.MAX_POOL, (_x(b, n),), (b.output(n.outputs[0], n.name),), attrs)
+
+
+def _spatial_reduction(b: Builder, n: OnnxNode, op: Op) -> None:
+    """A mean or maximum over H and/or W: the pool the TorchScript exporter writes for the same layer
+    (GlobalAveragePool for a mean over both; a pool whose window is the whole reduced axis otherwise),
+    then a RESHAPE where keepdims=0 dropped the reduced axes."""
+    x, axes = _x(b, n), spatial_axes(n) or ()
+    batch, channels, h, w = b.tensors[x].shape
+    y = b.output(n.outputs[0], n.name)
+    if not axes:  # every reduced axis has size 1: the result is the input itself
+        b.emit(n.name, Op.RESHAPE, (x,), (y,), {"shape": b.tensors[y].shape})
+        return
+    window = (h if 2 in axes else 1, w if 3 in axes else 1)
+    pooled_shape = (batch, channels, h // window[0], w // window[1])
+    pooled = y if pooled_shape == b.tensors[y].shape else b.synthesize(n.name, "pooled", pooled_shape)
+    if op is Op.AVG_POOL and set(axes) == {2, 3}:
+        b.emit(n.name, Op.GLOBAL_AVG_POOL, (x,), (pooled,))
+    else:
+        attrs: dict[str, object] = {"kernel": window, "strides": window, "pads": (0, 0, 0, 0)}
+        attrs["ceil_pads"] = (0, 0)
+        if op is Op.AVG_POOL:
+            attrs["count_include_pad"] = False
+        b.emit(n.name, op, (x,), (pooled,), attrs)
+    if pooled != y:
+        b.emit(f"{n.name}:squeeze", Op.RESHAPE, (pooled,), (y,), {"shape": b.tensors[y].shape})
+
+
+def reduce_mean(b: Builder, n: OnnxNode) -> None:
+    _spatial_reduction(b, n, Op.AVG_POOL)
+
+
+def reduce_max(b: Builder, n: OnnxNode) -> None:
+    _spatial_reduction(b, n, Op.MAX_POOL)
 
 
 # -- fully connected ------------------------------------------------------------------------------------
@@ -322,6 +362,9 @@ HANDLERS: Mapping[str, Handler] = {
     "MaxPool": max_pool,
     "AveragePool": average_pool,
     "GlobalAveragePool": global_average_pool,
+    "GlobalMaxPool": global_max_pool,
+    "ReduceMean": reduce_mean,
+    "ReduceMax": reduce_max,
     "Add": add,
     "Mul": mul,
     "Flatten": reshape,

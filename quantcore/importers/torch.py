@@ -1,21 +1,29 @@
 """PyTorch -> ir.Graph, through ONNX: the module is exported in memory and imported by import_onnx.
 
-The exporter is torch's TorchScript-based one (`dynamo=False`): it runs offline with nothing but torch,
-while the torch.export-based exporter (torch's default since 2.9) needs the onnxscript package, which is
-not a dependency of Fixpoint. In eval mode it folds each BatchNorm into the convolution before it, so a
-Conv2d-BatchNorm2d pair arrives as one CONV2D. torch is optional: `pip install 'fixpoint[torch]'`.
+The exporter is torch's default one, the torch.export-based ("dynamo") exporter with its default opset
+and graph optimizations (BatchNorm folded into the convolution before it, shape arithmetic folded to
+constants). It needs the onnxscript package and cannot export every module (data-dependent Python control
+flow, for one); then the TorchScript exporter (`dynamo=False`, deprecated by torch but still working)
+exports the module instead, and a one-line note says which exporter ran and why. Both exporters are
+kept quiet: their progress lines, log records and warnings never reach the user's terminal.
+
+torch is optional (`pip install 'fixpoint[torch]'`) and imported only when a module is exported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
 import os
+import re
+import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from quantcore import limits, untrusted
-from quantcore.display import said
+from quantcore.display import said, shown
 from quantcore.errors import ModelError
 from quantcore.importers import _onnx_load
 from quantcore.importers._isolated import isolated
@@ -23,7 +31,13 @@ from quantcore.importers.onnx import _import
 from quantcore.ir import Graph
 
 OPSET = 17
-"""The opset the export asks for (well inside the 11-21 range the importer is tested on)."""
+"""The opset the TorchScript exporter is asked for (well inside the 11-21 range the importer is tested
+on); the default exporter writes its own default (20 in torch 2.13)."""
+
+Note = Callable[[str], None]
+"""Where a note on the export goes (one line); by default to stderr, as the CLI shows warnings."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _torch() -> Any:
@@ -36,32 +50,100 @@ def _torch() -> Any:
     return torch
 
 
-def export_onnx(module: Any, example_input: Any) -> bytes:
-    """The module (in eval mode, restored afterwards) exported to ONNX bytes with static shapes."""
+def _stderr_note(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """No output from the exporters: the default one prints progress ("[torch.onnx] Obtain model
+    graph...") and logs through torch's own handlers (bound to the real stderr), both exporters warn."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(previous)
+
+
+def _summary(error: BaseException) -> str:
+    """One line on why an export failed: the exception torch.export raised, when the default exporter
+    wraps it in its multi-page report ("## Exception summary"), else the first line of the message."""
+    text = _ANSI.sub("", str(error))
+    lines = [line.strip() for line in text.splitlines()]
+    if "## Exception summary" in lines:
+        rest = [line for line in lines[lines.index("## Exception summary") + 1 :] if line]
+        if rest:
+            return shown(rest[0], 2 * limits.NAME_MAX_CHARS)
+    first = next((line for line in lines if line), type(error).__name__)
+    return shown(first, 2 * limits.NAME_MAX_CHARS)
+
+
+def export_onnx(module: Any, example_input: Any, *, dynamo: bool = True, note: Note | None = None) -> bytes:
+    """The module (in eval mode, restored afterwards) exported to ONNX bytes with static shapes: by
+    torch's default exporter, or by the TorchScript one when that is unavailable or fails (said to
+    `note`), or by the TorchScript one alone (`dynamo=False`)."""
     torch = _torch()
     args = tuple(example_input) if isinstance(example_input, tuple | list) else (example_input,)
-    buffer = io.BytesIO()
+    label = f"torch:{type(module).__name__}"
     was_training = module.training
     module.eval()
     try:
-        with torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        with torch.no_grad():
             result = module(*args)
+        names = {
+            "input_names": _names("input", len(args)),
+            "output_names": _names("output", len(result) if isinstance(result, tuple | list) else 1),
+        }
+        if dynamo:
+            exported, why = _dynamo_export(torch, module, args, names)
+            if exported is not None:
+                return exported
+            (note or _stderr_note)(f"{label}: {why}; exported with the TorchScript exporter (dynamo=False)")
+        return _torchscript_export(torch, module, args, names, label)
+    finally:
+        module.train(was_training)
+
+
+def _dynamo_export(
+    torch: Any, module: Any, args: tuple[Any, ...], names: Mapping[str, list[str]]
+) -> tuple[bytes | None, str]:
+    """The default exporter's ONNX bytes, or None and why it could not export."""
+    try:
+        with torch.no_grad(), _quiet():
+            program = torch.onnx.export(module, args, dynamo=True, verbose=False, **names)
+            return program.model_proto.SerializeToString(), ""
+    except ImportError as e:
+        if e.name is None:
+            return None, f"torch's default ONNX exporter cannot be imported: {_summary(e)}"
+        missing = shown(e.name.partition(".")[0])
+        return (
+            None,
+            f"torch's default ONNX exporter needs {missing}, which is not installed (pip install {missing})",
+        )
+    except Exception as e:
+        # torch.export and the ONNX translation raise many types (unsupported aten ops, guards on data).
+        return None, f"torch's default ONNX exporter failed: {_summary(e)}"
+
+
+def _torchscript_export(
+    torch: Any, module: Any, args: tuple[Any, ...], names: Mapping[str, list[str]], label: str
+) -> bytes:
+    buffer = io.BytesIO()
+    try:
+        with torch.no_grad(), _quiet():
             torch.onnx.export(
-                module,
-                args,
-                buffer,
-                dynamo=False,
-                opset_version=OPSET,
-                input_names=_names("input", len(args)),
-                output_names=_names("output", len(result) if isinstance(result, tuple | list) else 1),
-                do_constant_folding=True,
+                module, args, buffer, dynamo=False, opset_version=OPSET, do_constant_folding=True, **names
             )
     except Exception as e:
         # torch raises many exception types here (unsupported aten ops, tracing errors, ...).
-        raise ModelError(f"torch:{type(module).__name__}", f"torch.onnx.export failed: {e}") from None
-    finally:
-        module.train(was_training)
+        raise ModelError(label, f"torch.onnx.export failed: {_summary(e)}") from None
     return buffer.getvalue()
 
 
@@ -69,11 +151,16 @@ def _names(stem: str, count: int) -> list[str]:
     return [stem] if count == 1 else [f"{stem}_{i}" for i in range(count)]
 
 
-def import_torch(module: Any, example_input: Any, *, name: str | None = None) -> Graph:
+def import_torch(
+    module: Any, example_input: Any, *, name: str | None = None, dynamo: bool = True, note: Note | None = None
+) -> Graph:
     """Import a torch.nn.Module: export it with `example_input` (a tensor or a tuple of tensors) fixing
-    every shape, then import the ONNX. meta["source"] is "torch:<class name>", meta["format"] "torch"."""
+    every shape, then import the ONNX. meta["source"] is "torch:<class name>", meta["format"] "torch".
+
+    The export is torch's default exporter's, or the TorchScript exporter's when that one is unavailable
+    or fails (a one-line note to `note`, by default stderr); `dynamo=False` asks for the TorchScript one."""
     label = f"torch:{type(module).__name__}"
-    source = _onnx_load.Source(export_onnx(module, example_input), label, None)
+    source = _onnx_load.Source(export_onnx(module, example_input, dynamo=dynamo, note=note), label, None)
     first = example_input[0] if isinstance(example_input, tuple | list) else example_input
     batch = int(first.shape[0]) if getattr(first, "ndim", 0) else 1
     label_name = name or type(module).__name__

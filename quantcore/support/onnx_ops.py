@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import numpy as np
+
 from quantcore.display import quoted, shown
 from quantcore.ir import Op
 from quantcore.support.table import Constraint, OnnxConstraint, OnnxNode, OpSupport, about
@@ -137,7 +139,8 @@ def matmul_b_constant_2d(node: OnnxNode) -> bool:
 @about(lambda node: f"its A is {node.rank(0)}-D")
 def matmul_a_2d(node: OnnxNode) -> bool:
     """MatMul's A must be 2-D (batch, features): CMSIS-NN's fully-connected kernels take rows of
-    features. Flatten (reshape) a higher-rank input before the MatMul."""
+    features. Flatten the input to (batch, features) before the layer; for a Linear applied to each
+    row of an (N, T, F) tensor, reshape it to (N*T, F) before the Linear and back after it."""
     return node.rank(0) == 2
 
 
@@ -192,6 +195,74 @@ def maxpool_no_indices(node: OnnxNode) -> bool:
     """MaxPool's Indices output has no CMSIS-NN counterpart (arm_max_pool_s8 returns only the maxima);
     export without return_indices."""
     return not any(node.outputs_used[1:])
+
+
+# -- ReduceMean, ReduceMax -------------------------------------------------------------------------------
+
+_AXES_INPUT_SINCE = {"ReduceSum": 13}
+"""The opset from which a reduction takes its axes as an input, not an attribute (18 for the others)."""
+_REDUCES = {"ReduceMean": "averages", "ReduceMax": "takes the maximum", "ReduceSum": "sums"}
+
+
+def reduce_axes(node: OnnxNode) -> tuple[int, ...] | None:
+    """The axes a Reduce* node reduces, non-negative and sorted; None when they are computed at run time
+    or lie outside the input's rank (or the rank is unknown). No axes means every axis, or none at all
+    with noop_with_empty_axes=1."""
+    rank = node.rank(0)
+    if node.opset >= _AXES_INPUT_SINCE.get(node.op_type, 18):
+        value = node.const(1) if node.has_input(1) else np.zeros(0, np.int64)
+        given = None if value is None else [int(a) for a in value.reshape(-1)]
+    else:
+        given = [int(a) for a in node.attr("axes", None) or []]
+    if given is None or rank is None or any(not -rank <= a < rank for a in given):
+        return None
+    if not given:
+        return () if node.attr("noop_with_empty_axes", 0) else tuple(range(rank))
+    return tuple(sorted({a % rank for a in given}))
+
+
+def spatial_axes(node: OnnxNode) -> tuple[int, ...] | None:
+    """Of the axes a reduction reduces, those not of size 1 (reducing a single value changes nothing):
+    None unless the input is 4-D and they are H, W or both."""
+    axes, shape = reduce_axes(node), node.input_shapes[0]
+    if axes is None or shape is None or len(shape) != 4:
+        return None
+    wide = tuple(a for a in axes if shape[a] != 1)
+    return wide if set(wide) <= {2, 3} else None
+
+
+def _reduction(node: OnnxNode) -> str:
+    if node.opset >= _AXES_INPUT_SINCE.get(node.op_type, 18) and node.has_input(1) and not node.is_const(1):
+        return f"its axes {quoted(node.inputs[1])} are computed at run time, not constants"
+    shape, axes = node.input_shapes[0], reduce_axes(node)
+    if shape is None:
+        return "the shape of its input is unknown"
+    if axes is None:
+        return f"its axes are outside its {len(shape)}-D input"
+    where = f"axes {shown(str(list(axes)))}" if axes else "no axis"
+    verb = _REDUCES.get(node.op_type, "reduces")
+    keep = int(node.attr("keepdims", 1))
+    return f"it {verb} over {where} of its {len(shape)}-D input of shape {shape} (keepdims={keep})"
+
+
+@about(_reduction)
+def mean_over_spatial_axes(node: OnnxNode) -> bool:
+    """ReduceMean maps to CMSIS-NN only as an average pool: a mean over H, W or both of a 4-D NCHW input
+    (axes 2 and 3, or -2 and -1, as an attribute or a constant input; keepdims 0 or 1; axes of size 1
+    count as either). Over H and W it is global average pooling (arm_avgpool_s8 with the whole map as
+    its window); CMSIS-NN has no kernel that reduces the batch or channel axis. Compute such a mean
+    outside the network, or with a layer that has a kernel (a mean over the channels is a 1x1
+    convolution whose weights are all 1/C)."""
+    return spatial_axes(node) is not None
+
+
+@about(_reduction)
+def max_over_spatial_axes(node: OnnxNode) -> bool:
+    """ReduceMax maps to CMSIS-NN only as a max pool: a maximum over H, W or both of a 4-D NCHW input
+    (axes 2 and 3, or -2 and -1, as an attribute or a constant input; keepdims 0 or 1; axes of size 1
+    count as either), which is arm_max_pool_s8 with that whole axis as its window. CMSIS-NN has no
+    kernel that takes the maximum over the batch or channel axis: compute it outside the network."""
+    return spatial_axes(node) is not None
 
 
 # -- Pad ------------------------------------------------------------------------------------------------
@@ -293,6 +364,29 @@ ONNX_OPS: Mapping[str, OpSupport] = {
             "ONNX Runtime).",
         ),
         OpSupport("GlobalAveragePool", (Op.GLOBAL_AVG_POOL,), _c(input_is_4d)),
+        OpSupport(
+            "GlobalMaxPool",
+            (Op.MAX_POOL,),
+            _c(input_is_4d),
+            "A MAX_POOL whose window is the whole (H, W).",
+        ),
+        OpSupport(
+            "ReduceMean",
+            (Op.GLOBAL_AVG_POOL, Op.AVG_POOL, Op.RESHAPE),
+            _c(mean_over_spatial_axes),
+            "torch.onnx.export's default (dynamo) exporter writes nn.AdaptiveAvgPool2d(1) and "
+            "x.mean((2, 3)) this way. A mean over H and W is GLOBAL_AVG_POOL, over one of them an "
+            "AVG_POOL whose window is that whole axis; with keepdims=0 a RESHAPE to the output shape "
+            "follows.",
+        ),
+        OpSupport(
+            "ReduceMax",
+            (Op.MAX_POOL, Op.RESHAPE),
+            _c(max_over_spatial_axes),
+            "torch.onnx.export's default (dynamo) exporter writes nn.AdaptiveMaxPool2d(1) and "
+            "x.amax((2, 3)) this way: a MAX_POOL whose window is the whole reduced axis (or axes); with "
+            "keepdims=0 a RESHAPE to the output shape follows.",
+        ),
         OpSupport(
             "Add",
             (Op.ADD,),

@@ -19,8 +19,10 @@ _SIGMOID = (
     "retrain."
 )
 _NORM = (
-    "CMSIS-NN has no normalization kernel; only an inference BatchNormalization directly after a "
-    "convolution or fully-connected layer is supported (it is folded into that layer's weights)."
+    "CMSIS-NN has no normalization kernel; of the normalizations only an inference BatchNormalization "
+    "is supported (folded into the convolution or fully-connected layer before it, or else run as a "
+    "depthwise 1x1 convolution), since its statistics are constants. Replace the layer with BatchNorm "
+    "and retrain."
 )
 _NO_ACTIVATION = (
     "CMSIS-NN's int8 kernels have no such activation (only ReLU, ReLU6 and a [min, max] clamp, fused "
@@ -30,10 +32,14 @@ _QOPERATOR = (
     "this is a QOperator-format quantized model; Fixpoint imports float models and QDQ models. "
     "Quantize with onnxruntime's quant_format=QuantFormat.QDQ, or import the float model."
 )
-_CONTROL_FLOW = "control flow has no CMSIS-NN counterpart; export a static graph (trace, don't script)."
+_CONTROL_FLOW = (
+    "control flow has no CMSIS-NN counterpart; export a graph without data-dependent branches or loops "
+    "(no torch.cond or scripted modules: torch.onnx.export unrolls plain Python loops and ifs)."
+)
 _REDUCE = (
-    "CMSIS-NN has no reduction kernel. A mean over H and W is GlobalAveragePool: export "
-    "nn.AdaptiveAvgPool2d(1) instead of x.mean((2, 3))."
+    "CMSIS-NN has no reduction kernel for it (its pools compute only the mean and the maximum of a "
+    "window, which is how ReduceMean and ReduceMax over H and W are mapped); compute it outside the "
+    "network."
 )
 _SLICING = (
     "CMSIS-NN has no slicing/gathering kernel; a split of channels can usually be expressed as separate "
@@ -88,13 +94,12 @@ NO_COUNTERPART: Mapping[str, str] = {
     ),
     "Min": "CMSIS-NN has arm_minimum_s8, but Fixpoint does not map ONNX Min to it yet.",
     "Max": "CMSIS-NN has arm_maximum_s8, but Fixpoint does not map ONNX Max to it yet.",
-    "GlobalMaxPool": (
-        "Fixpoint does not map GlobalMaxPool yet; export a MaxPool whose kernel is the whole H x W "
-        "(arm_max_pool_s8)."
+    "ReduceSum": (
+        "CMSIS-NN has no reduction kernel. A sum over H and W (axes 2 and 3 of a 4-D NCHW tensor) is "
+        "H*W times their mean, which maps to an average pool: write x.mean((2, 3)) * (H * W), or fold "
+        "the factor into the next layer's weights. A sum over the batch or channel axis has no CMSIS-NN "
+        "counterpart; compute it outside the network."
     ),
-    "ReduceMean": _REDUCE,
-    "ReduceSum": _REDUCE,
-    "ReduceMax": _REDUCE,
     "ReduceMin": _REDUCE,
     "ReduceProd": _REDUCE,
     "ArgMax": "CMSIS-NN has no arg-max kernel; take the arg-max of the output on the host side.",

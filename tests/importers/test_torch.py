@@ -37,7 +37,7 @@ def test_sequential_imports_as_the_expected_node_sequence() -> None:
     net = _sequential()
     x = torch.randn(1, 3, 8, 8)
     g = import_torch(net, x)
-    # The TorchScript exporter folds the BatchNorm into the convolution in eval mode.
+    # Both exporters fold the BatchNorm into the convolution in eval mode.
     assert [n.op for n in g.nodes] == [Op.CONV2D, Op.RELU, Op.MAX_POOL, Op.RESHAPE, Op.FULLY_CONNECTED]
     conv, _, pool, flat, fc = g.nodes
     assert (
