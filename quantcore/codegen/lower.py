@@ -117,9 +117,21 @@ def _tensor_buffers(graph: Graph, arena: ArenaPlan) -> dict[str, P.TensorBuffer]
 
 
 def _io(ctx: _Lowering, name: str) -> P.IoInfo:
-    quant = ctx.graph.tensor(name).quant
-    assert quant is not None  # _check_settings
-    return P.IoInfo(ctx.tensors[name], float(quant.scale), int(quant.zero_point))
+    from quantcore.passes import io_layout
+
+    tensor = ctx.graph.tensor(name)
+    assert tensor.quant is not None  # _check_settings
+    rank = len(tensor.shape)
+    layout = "NHWC" if rank == 4 else "NC" if rank == 2 else None  # the kernels' layout, whatever the model's
+    model = io_layout.model_layout(ctx.graph, name)
+    return P.IoInfo(
+        ctx.tensors[name],
+        float(tensor.quant.scale),
+        int(tensor.quant.zero_point),
+        layout,
+        model.value if model is not None else None,
+        io_layout.model_shape(ctx.graph, name),
+    )
 
 
 def _requantize_functions(layers: tuple[P.Layer, ...]) -> tuple[P.RequantizeFunction, ...]:

@@ -322,11 +322,35 @@ class Layer:
 
 @dataclass(frozen=True)
 class IoInfo:
-    """The graph input or output as the header publishes it."""
+    """The graph input or output as the header publishes it: the contract an application writes to."""
 
     tensor: TensorBuffer
     scale: float
     zero_point: int
+    layout: str | None = None
+    """The firmware's layout of the tensor: "NHWC" (4-D), "NC" (2-D), None for other ranks."""
+    model_layout: str | None = None
+    """The layout the model file gives it (4-D only): "NCHW" (the application transposes) or "NHWC"."""
+    model_shape: tuple[int, ...] = ()
+    """Its shape in the model file, batch first."""
+
+    @property
+    def from_nchw(self) -> bool:
+        """Whether the model's values must be transposed (n, c, h, w) -> (n, h, w, c) for the firmware."""
+        return self.model_layout == "NCHW" and self.layout == "NHWC"
+
+    @property
+    def dims(self) -> tuple[tuple[str, int], ...]:
+        """The named dimensions the header defines macros for (<PREFIX>_INPUT_HEIGHT, ...)."""
+        names = {"NHWC": ("BATCH", "HEIGHT", "WIDTH", "CHANNELS"), "NC": ("BATCH", "FEATURES")}
+        return tuple(zip(names.get(self.layout or "", ()), self.tensor.shape, strict=False))
+
+    @property
+    def elements(self) -> int:
+        count = 1
+        for d in self.tensor.shape:
+            count *= d
+        return count
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,13 @@ Conv weights become OHWI; a conv with groups == C_in becomes DEPTHWISE_CONV2D wi
 weights; a global average pool becomes an average pool over the whole plane. Flattening a 4-D tensor
 reads its elements in a different order in NHWC, so for Flatten -> FullyConnected the FC weight columns
 are permuted instead (no runtime cost); any other reshape of a 4-D tensor gets an explicit transpose.
+
+Models converted from TensorFlow (tf2onnx) take NHWC inputs and transpose them to NCHW first
+(input -> Transpose(perm=[0,3,1,2]) -> Conv), and transpose 4-D outputs back (Transpose(perm=[0,2,3,1])
+-> output). Where that is certain - an input read only by such transposes, an output written only by
+one - the transposes go: the firmware's NHWC input is then the model's own input, byte for byte, not the
+model's input taken as NCHW and permuted again. The layout each input and output has in the model file
+is recorded in graph.meta (quantcore/passes/io_layout.py).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from itertools import count
 import numpy as np
 
 from quantcore.ir import Graph, Layout, Node, Op, QuantParams, Tensor
+from quantcore.passes.io_layout import MODEL_LAYOUTS
 
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
@@ -22,6 +30,7 @@ TO_NCHW = (0, 3, 1, 2)
 def to_nhwc(graph: Graph) -> Graph:
     if any(t.layout is Layout.NHWC for t in graph.tensors.values()):
         return graph
+    graph = _adopt_nhwc_io(graph)
     four_d = {n for n, t in graph.tensors.items() if not t.is_constant and len(t.shape) == 4}
     tensors = {
         n: t.evolve(shape=tuple(t.shape[i] for i in TO_NHWC), layout=Layout.NHWC) if n in four_d else t
@@ -34,6 +43,62 @@ def to_nhwc(graph: Graph) -> Graph:
         rewritten, new = _rewrite(graph, new, node, four_d, fresh)
         nodes.extend(rewritten)
     return new.evolve(nodes=nodes, meta={**graph.meta, "layout": "NHWC"}).prune()
+
+
+def _adopt_nhwc_io(graph: Graph) -> Graph:
+    """Drop the transposes a TensorFlow-converted model wraps its NHWC inputs and outputs in.
+
+    The NHWC input then takes the place of the transposed (NCHW) tensor it fed, declared with that
+    tensor's NCHW shape, so that the conversion below gives it back its own NHWC shape; likewise an
+    output takes the place of the NCHW tensor it was transposed from. graph.meta[MODEL_LAYOUTS] records
+    every 4-D input's and output's layout in the model file."""
+    layouts: dict[str, str] = {}
+    for name in graph.inputs:
+        if len(graph.tensor(name).shape) == 4:
+            graph, layouts[name] = _nhwc_input(graph, name)
+    for name in graph.outputs:
+        if len(graph.tensor(name).shape) == 4 and name not in layouts:
+            graph, layouts[name] = _nhwc_output(graph, name)
+    return graph.evolve(meta={**graph.meta, MODEL_LAYOUTS: layouts})
+
+
+def _nhwc_input(graph: Graph, name: str) -> tuple[Graph, str]:
+    """`name` read only by Transpose(perm=[0,3,1,2]) nodes: drop them, `name` is NHWC."""
+    readers = graph.consumers(name)
+    if not readers or not all(_is_transpose(n, TO_NCHW) for n in readers):
+        return graph, Layout.NCHW.value
+    if any(n.outputs[0] in graph.outputs for n in readers):
+        return graph, Layout.NCHW.value  # a transposed copy of the input is itself an output
+    nchw = graph.tensor(readers[0].outputs[0]).shape
+    graph = graph.evolve(nodes=[n for n in graph.nodes if n not in readers])
+    for reader in readers:
+        graph = graph.rename_tensor_uses(reader.outputs[0], name)
+    return graph.with_tensors(graph.tensor(name).evolve(shape=nchw, layout=Layout.NCHW)), Layout.NHWC.value
+
+
+def _nhwc_output(graph: Graph, name: str) -> tuple[Graph, str]:
+    """`name` written by Transpose(perm=[0,2,3,1]) of a tensor nothing else reads: the transpose goes and
+    that tensor's producer writes `name`, which is NHWC."""
+    writer = graph.producer(name)
+    if writer is None or not _is_transpose(writer, TO_NHWC):
+        return graph, Layout.NCHW.value
+    source = writer.inputs[0]
+    producer = graph.producer(source)
+    if producer is None or len(graph.consumers(source)) != 1 or source in graph.outputs:
+        return graph, Layout.NCHW.value
+    nchw = graph.tensor(source).shape
+    nodes = [
+        n.evolve(outputs=tuple(name if o == source else o for o in n.outputs)) if n is producer else n
+        for n in graph.nodes
+        if n is not writer
+    ]
+    tensors = {k: v for k, v in graph.tensors.items() if k != source}
+    tensors[name] = graph.tensor(name).evolve(shape=nchw, layout=Layout.NCHW)
+    return graph.evolve(nodes=nodes, tensors=tensors), Layout.NHWC.value
+
+
+def _is_transpose(node: Node, perm: tuple[int, ...]) -> bool:
+    return node.op is Op.TRANSPOSE and tuple(int(a) for a in node.attr("perm", ())) == perm
 
 
 def _rewrite(old: Graph, new: Graph, node: Node, four_d: set[str], fresh: count) -> tuple[list[Node], Graph]:

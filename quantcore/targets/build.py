@@ -116,14 +116,20 @@ class BuildRequest:
     opt: str = "-O2"
     defines: tuple[str, ...] = ()
     """Extra preprocessor defines for every source (NAME or NAME=VALUE), e.g. MODEL_NO_LAYER_HOOK."""
+    application: tuple[Path, ...] = ()
+    """C sources that take the test harness's place (they define main and use only <prefix>.h); then
+    `inputs` is not used. Cortex-M targets still get Fixpoint's startup code and linker script."""
 
 
 def build_firmware(request: BuildRequest) -> Firmware:
     """Render the harness files, compile and link; FirmwareBuildError with the compiler output if not."""
     target, channel = request.target, request.channel or default_channel(request.target)
     check_channel(target, channel)
+    if request.application and channel is Channel.UART:
+        raise SettingError("an application build prints through stdio or semihosting, not the UART")
     header = read_header(request.src, request.prefix)
-    _check_inputs(request, header)
+    if not request.application:
+        _check_inputs(request, header)
     chain = require_toolchain(target.core)
     library = cmsis_nn.build_library(request.checkout, target.core, request.rounding, request.opt)
     harness_dir = request.build_dir / "harness"
@@ -203,7 +209,28 @@ def _render_harness(request: BuildRequest, channel: Channel, header: ModelHeader
         "target": target.name,
         "core": target.core.label,
     }
-    files = [
+    if request.application:
+        for path in request.application:
+            untrusted.regular_file(path)  # a FIFO would hang the compiler
+        files = list(request.application)
+        if target.cross:
+            files.append(write_text(out / "app_support.c", render("app_support.c", **common)))
+    else:
+        files = _harness_files(request, channel, header, out, common)
+    if target.cross:
+        files.append(write_text(out / "startup.c", render("startup.c", **common, channel=channel.value)))
+        write_text(
+            out / "link.ld", render("link.ld", **_memory(target), stack_size=STACK_BYTES, target=target.name)
+        )
+    return files
+
+
+def _harness_files(
+    request: BuildRequest, channel: Channel, header: ModelHeader, out: Path, common: dict[str, str]
+) -> list[Path]:
+    """The test harness and its vectors (the quantized inputs as const arrays)."""
+    target = request.target
+    return [
         write_text(
             out / "harness.c",
             render("harness.c", **common, channel=channel.value, uart_base=target.uart_base or 0),
@@ -218,12 +245,6 @@ def _render_harness(request: BuildRequest, channel: Channel, header: ModelHeader
             ),
         ),
     ]
-    if target.cross:
-        files.append(write_text(out / "startup.c", render("startup.c", **common, channel=channel.value)))
-        write_text(
-            out / "link.ld", render("link.ld", **_memory(target), stack_size=STACK_BYTES, target=target.name)
-        )
-    return files
 
 
 def _ints(case: bytes) -> list[int]:

@@ -5,8 +5,8 @@
  * params:   residual.params.json (sha256 ef49a7bb465825dc80e11967984ba9e537c91fdbde5ad39c236bb553bb476d2a)
  * model:    residual.onnx (sha256 5fd009df199abc3d45aebd3bb29eb01f575155069a90390a31be7e86416157a3)
  * CMSIS-NN: API 7.0.0, core cortex-m4, double rounding
- * generation: dbe771e3 (the three files of one run share it; the build checks they match)
- * content-sha256: 75f22fcb565c09b602bbe6ad6cc09bd649ba39364b8e3389ae503ce021e7722a
+ * generation: 15a906da (the three files of one run share it; the build checks they match)
+ * content-sha256: 8355731f27451fe5c3a1b7ccea25dda8a390d192242d9f8e4f85f87e5df0c23a
  */
 #ifndef MODEL_H
 #define MODEL_H
@@ -19,7 +19,7 @@ extern "C" {
 #endif
 
 /* Every generated file checks it was generated together with this header. */
-#define MODEL_GENERATION 0xdbe771e3u
+#define MODEL_GENERATION 0x15a906dau
 #define MODEL_LAYER_COUNT 16
 #define MODEL_INPUT_BYTES 144
 #define MODEL_OUTPUT_BYTES 10
@@ -27,13 +27,46 @@ extern "C" {
 #define MODEL_SCRATCH_BYTES 288
 #define MODEL_ALIGNMENT 16
 
-/* The input and output tensors: real = scale * (q - zero_point), NHWC. */
+/* The input: what the application writes to model_input() before every model_invoke().
+ *
+ * Shape: 1 x 12 x 12 x 1, layout NHWC (batch, height, width, channels): element (n, h, w, c) is
+ *        model_input()[((n * MODEL_INPUT_HEIGHT + h) * MODEL_INPUT_WIDTH + w) * MODEL_INPUT_CHANNELS + c].
+ * Type:  int8_t; q stands for the real value MODEL_INPUT_SCALE * (q - MODEL_INPUT_ZERO_POINT).
+ *        Write a real value x as q = clamp(round(x / MODEL_INPUT_SCALE) + MODEL_INPUT_ZERO_POINT, -128, 127),
+ *        rounding halves away from zero.
+ * Model: the model file gives this input as NCHW, 1 x 1 x 12 x 12: element (n, c, h, w) of the
+ *        model's input is the NHWC element (n, h, w, c) above, so transpose the model's input before writing it
+ *        (numpy: x.transpose(0, 2, 3, 1)).
+ */
 #define MODEL_INPUT_TYPE int8_t
 #define MODEL_INPUT_SCALE 0.028065179376041187f
 #define MODEL_INPUT_ZERO_POINT 11
+#define MODEL_INPUT_RANK 4
+#define MODEL_INPUT_SHAPE {1, 12, 12, 1}
+#define MODEL_INPUT_ELEMENTS 144
+#define MODEL_INPUT_BATCH 1
+#define MODEL_INPUT_HEIGHT 12
+#define MODEL_INPUT_WIDTH 12
+#define MODEL_INPUT_CHANNELS 1
+/* 1: the model file's input is NCHW (transposed as above); 0: the model's values are laid out as here. */
+#define MODEL_INPUT_MODEL_NCHW 1
+
+/* The output: what model_output() holds after model_invoke().
+ *
+ * Shape: 1 x 10, layout NC (batch, features): element (n, f) is model_output()[n * MODEL_OUTPUT_FEATURES + f].
+ * Type:  int8_t; q stands for the real value MODEL_OUTPUT_SCALE * (q - MODEL_OUTPUT_ZERO_POINT).
+ * Model: the model file gives this output in this layout: these are the model's own values, in its order.
+ */
 #define MODEL_OUTPUT_TYPE int8_t
 #define MODEL_OUTPUT_SCALE 0.00390625f
 #define MODEL_OUTPUT_ZERO_POINT -128
+#define MODEL_OUTPUT_RANK 2
+#define MODEL_OUTPUT_SHAPE {1, 10}
+#define MODEL_OUTPUT_ELEMENTS 10
+#define MODEL_OUTPUT_BATCH 1
+#define MODEL_OUTPUT_FEATURES 10
+/* 1: the model file's output is NCHW (transposed as above); 0: the model's values are laid out as here. */
+#define MODEL_OUTPUT_MODEL_NCHW 0
 
 /* Called after every layer with the layer's output tensor (NHWC, little-endian as the target stores it). */
 typedef void (*model_layer_hook_t)(int index, const char *name, const void *data, size_t bytes);
