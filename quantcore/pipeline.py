@@ -38,6 +38,7 @@ from quantcore.quantize.document import (
 )
 from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
 from quantcore.quantize.mixed_precision import Budget
+from quantcore.runtime.ir_float import IrFloat
 from quantcore.runtime.onnx_float import OnnxFloat
 from quantcore.verify.evaluate import evaluate_graphs, float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
@@ -46,6 +47,7 @@ from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes,
 
 if TYPE_CHECKING:
     from quantcore.importers.onnx import OnnxSource
+    from quantcore.importers.tflite import TfliteSource
 
 SELECTION_SAMPLES = 256
 """Calibration samples the automatic choices (equalization) are scored on: output SQNR averages over
@@ -90,7 +92,13 @@ class LoadedModel:
     path: Path
     graph: Graph
     """The prepared float graph (NHWC, BN folded, activations fused)."""
-    float_model: OnnxFloat
+    float_model: OnnxFloat | IrFloat
+    """onnxruntime on the ONNX model; the IR float executor for a .tflite (no onnxruntime for it)."""
+
+    @property
+    def fully_quantized(self) -> bool:
+        """An int8 .tflite: its scales are TensorFlow's, so it is quantized without calibration."""
+        return self.graph.meta.get("format") == "tflite" and bool(self.graph.meta.get("qdq"))
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,10 @@ def load_model(path: str | Path, batch: int = 1) -> LoadedModel:
     from quantcore.importers.onnx import read_onnx
 
     path = Path(path)
+    tflite = _tflite_source(path)
+    if tflite is not None:
+        graph = isolated(str(path), lambda: _prepared_tflite(tflite, path))
+        return LoadedModel(path, graph, IrFloat(graph))
     source = read_onnx(path)
     graph, inlined = isolated(str(path), lambda: _prepared(source, batch, path))
     return LoadedModel(path, graph, OnnxFloat(source.data if inlined is None else inlined, graph))
@@ -128,6 +140,27 @@ def _prepared(source: OnnxSource, batch: int, path: Path) -> tuple[Graph, bytes 
     graph = graph.evolve(meta={**graph.meta, "source_name": path.name})
     OnnxFloat(imported.runnable, graph).load()
     return graph, None if imported.runnable == source.data else imported.runnable
+
+
+def _tflite_source(path: Path) -> TfliteSource | None:
+    """The bytes of a TFLite model, None for an ONNX one. A name ending in .onnx is ONNX (read by the
+    ONNX importer, which resolves external data beside it), one ending in .tflite is TFLite (a wrong
+    identifier is then reported as not a TFLite model); any other name is decided by the content:
+    TFLite's flatbuffer identifier "TFL3" at bytes 4..8, which an ONNX protobuf does not carry there."""
+    from quantcore.importers.tflite import is_tflite, read_tflite
+
+    if path.suffix.lower() == ".onnx":
+        return None
+    source = read_tflite(path)
+    return source if path.suffix.lower() == ".tflite" or is_tflite(source.data) else None
+
+
+def _prepared_tflite(source: TfliteSource, path: Path) -> Graph:
+    from quantcore.importers.tflite import load_source
+
+    graph = prepare(load_source(source))
+    check_supported(graph, str(path))
+    return graph.evolve(meta={**graph.meta, "source_name": path.name})
 
 
 def check_supported(graph: Graph, source: str) -> None:
@@ -203,6 +236,20 @@ def quantize(
         mixed = mixed_precision.entry(choice, options.budget)
     document = to_document(qgraph, best.summary, transforms, mixed_precision=mixed)
     return QuantizeResult(model, qgraph, document)
+
+
+IMPORTED_CALIBRATION = {"method": "imported", "samples": 0}
+"""The params JSON's calibration entry of a model whose ranges came with it (an int8 .tflite)."""
+
+
+def quantize_imported(model: LoadedModel, rounding: Rounding = Rounding.DOUBLE) -> QuantizeResult:
+    """An int8 .tflite: TensorFlow's scales, zero points, weights and biases kept, no calibration and no
+    transform (equalization or bias correction would change the integers TFLM runs). The kernels'
+    multipliers follow from those scales as TFLM computes them (quantcore/quantize/params.py:
+    QuantizeMultiplier of double(s_in) * double(s_w) / double(s_out))."""
+    config = QuantConfig(per_channel=True, rounding=rounding, lower_pools=False)
+    qgraph = quantize_graph(model.graph, Calibration(ranges={}), config)
+    return QuantizeResult(model, qgraph, to_document(qgraph, IMPORTED_CALIBRATION))
 
 
 def _choose_int16(
@@ -404,4 +451,6 @@ def first_input_shape(model: LoadedModel) -> tuple[int, ...]:
     """The model's input shape in its own layout (as data sets are given), batch first."""
     name = model.graph.inputs[0]
     shape = model.graph.tensor(name).shape
+    if model.graph.meta.get("model_layout") == "NHWC":  # a .tflite: its own layout is the IR's
+        return tuple(shape)
     return tuple(shape[i] for i in (0, 3, 1, 2)) if len(shape) == 4 else tuple(shape)

@@ -127,14 +127,20 @@ def _as_is(graph: Graph, name: str, value: Array) -> Array:
     return value
 
 
+def _transposed(graph: Graph, name: str, value: Array) -> bool:
+    """A 4-D NHWC tensor of a model whose own layout is NCHW (a .tflite's is NHWC already)."""
+    own = graph.meta.get("model_layout", "NCHW")
+    return own != "NHWC" and graph.tensor(name).layout is Layout.NHWC and value.ndim == 4
+
+
 def to_ir_layout(graph: Graph, name: str, value: Array) -> Array:
-    if graph.tensor(name).layout is Layout.NHWC and value.ndim == 4:
+    if _transposed(graph, name, value):
         return value.transpose(0, 2, 3, 1)
     return value
 
 
 def to_model_layout(graph: Graph, name: str, value: Array) -> Array:
-    if graph.tensor(name).layout is Layout.NHWC and value.ndim == 4:
+    if _transposed(graph, name, value):
         return value.transpose(0, 3, 1, 2)
     return value
 

@@ -1,0 +1,64 @@
+"""TensorFlow Lite -> ir.Graph: float models, and int8 models (TensorFlow's full-integer converter) whose
+scales, zero points, weights and biases are kept exactly.
+
+    graph = import_tflite("model.tflite")     # or bytes
+
+TFLite is NHWC with OHWI conv weights and (1, kh, kw, C*m) depthwise weights: the IR's layout after
+quantcore/passes/to_nhwc.py, so the graph comes out NHWC (to_nhwc leaves it alone) and the model's own
+input layout is NHWC (graph.meta["model_layout"]). The file is untrusted: it is read through
+quantcore.untrusted within quantcore.limits.MODEL_MAX_BYTES and decoded in a forked child
+(_isolated.py) by _tflite_read.py, which checks what the flatbuffer bindings would trust.
+
+An int8 model's constants are stored as float64 values q * scale whose re-quantization with the same
+scales (quantcore/quantize/scheme.py) gives back TensorFlow's integers exactly; its activations carry
+TensorFlow's scale and zero point (method "imported" in the params JSON), so it needs no calibration.
+The translation of each operator is in _tflite_ops.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from quantcore import limits, untrusted
+from quantcore.importers import _tflite_ops
+from quantcore.importers._isolated import isolated
+from quantcore.importers._tflite_read import is_tflite, read_model
+from quantcore.ir import Graph
+
+__all__ = ["TfliteSource", "import_tflite", "is_tflite", "load_source", "read_tflite"]
+
+
+@dataclass(frozen=True)
+class TfliteSource:
+    """A .tflite file's bytes as read, and how messages name it."""
+
+    data: bytes
+    path: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+def import_tflite(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None) -> Graph:
+    """Import a .tflite file (or its bytes) as an NHWC IR graph; see the module docstring."""
+    source = read_tflite(path_or_bytes, name=name)
+    return isolated(source.path, lambda: load_source(source, name=name))
+
+
+def read_tflite(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None) -> TfliteSource:
+    """The model's bytes, from a regular file of at most MODEL_MAX_BYTES (never a FIFO or a device)."""
+    if isinstance(path_or_bytes, bytes | bytearray | memoryview):
+        return TfliteSource(bytes(path_or_bytes), name or "<tflite bytes>")
+    path = os.fspath(path_or_bytes)
+    return TfliteSource(untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES), path)
+
+
+def load_source(source: TfliteSource, *, name: str | None = None) -> Graph:
+    """The import of bytes already read, in this process (callers isolate it: _isolated.py)."""
+    model = read_model(source.data, source.path)
+    graph = _tflite_ops.translate(model)
+    return graph.evolve(name=name or Path(source.path).stem or graph.name).verify()
