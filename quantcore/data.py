@@ -1,8 +1,21 @@
 """Representative and labelled data sets: .npy / .npz arrays, a folder of images, or a Python iterable.
 
-Arrays are taken as they are, in the model's own input layout and normalisation (an .npz holds `x` and,
-for top-1, integer labels `y`). Images are decoded with Pillow, converted to the model's channel count,
-resized to its input size and scaled to [0, 1], then laid out like the model input (NCHW for ONNX).
+Arrays are taken in the model's own input layout and normalisation (an .npz holds `x` and, for top-1,
+integer labels `y`). Images are decoded with Pillow, converted to the model's channel count, resized to
+its input size and scaled to [0, 1], then laid out like the model input: channels first (NCHW) unless the
+input's second axis is not 1 or 3 and its last axis is (NHWC, e.g. a model converted from TensorFlow).
+
+The shape of a sample is checked against the model's input shape (batch first; `input_shape[1:]` per
+sample). Accepted, because each has one reading and none moves an element:
+- (N, *sample): as is;
+- the same with axes of size 1 added or left out: (N, 28, 28) or (N, 28, 28, 1) for an input of
+  (1, 1, 28, 28) (a size-1 axis holds no order, so grayscale NHWC and NCHW are the same values);
+- one sample without its batch axis, (*sample) (size-1 axes as above), e.g. what an iterable yields
+  sample by sample; it cannot be read as several samples, which would each be smaller than the input.
+Everything else is refused, never reshaped: the message gives both shapes and the likely cause with the
+numpy call that fixes it - a permutation (NHWC data for an NCHW model: x.transpose(0, 3, 1, 2)),
+flattened samples (x.reshape(...), naming the order they must have been flattened in), a channel axis
+missing or of another size, another input size.
 
 A data file may be hostile: an .npy header can claim terabytes, a PNG can decompress to gigapixels, a
 "file" can be a FIFO. Headers are read and checked against quantcore.limits before any data is, and only
@@ -59,10 +72,10 @@ def load(source: str | Path | Iterable[np.ndarray], input_shape: tuple[int, ...]
         else:
             raise DataError(f"{path}: not a .npy/.npz file or a folder of images")
     else:
-        batches = [np.asarray(b, np.float32) for b in source]
+        batches = [_fitted(np.asarray(b), input_shape, f"<iterable> item {i}") for i, b in enumerate(source)]
         if not batches:
             raise DataError("<iterable>: the data set is empty")
-        data = DataSet(np.concatenate([b.reshape(-1, *input_shape[1:]) for b in batches]))
+        data = DataSet(np.concatenate(batches), None, "<iterable>")
     return _checked(data, input_shape)
 
 
@@ -130,17 +143,21 @@ def _images(folder: Path, input_shape: tuple[int, ...]) -> DataSet:
         raise DataError(f"{folder}: no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
     if len(input_shape) != 4:
         raise DataError(f"{folder}: images need a 4-D model input, the model takes {input_shape}")
-    _, channels, height, width = input_shape
+    first = _channels_first(tuple(input_shape[1:]))
+    channels, height, width = input_shape[1:] if first else (input_shape[3], *input_shape[1:3])
     mode = {1: "L", 3: "RGB"}.get(channels)
     if mode is None:
-        raise DataError(f"{folder}: images need a model with 1 or 3 input channels, not {channels}")
+        raise DataError(
+            f"{folder}: images need a model with 1 or 3 input channels; its input is {tuple(input_shape)}"
+        )
     samples = []
     for file in files:
         try:
             pixels = _decode(file, mode, (width, height))
         except UntrustedInputError as exc:
             raise DataError(str(exc)) from exc
-        samples.append(pixels.reshape(height, width, channels).transpose(2, 0, 1))
+        image = pixels.reshape(height, width, channels)
+        samples.append(image.transpose(2, 0, 1) if first else image)
     return DataSet(np.stack(samples), None, str(folder))
 
 
@@ -173,16 +190,9 @@ def _too_many_pixels(file: Path, size: tuple[int, int] | None) -> str:
 
 def _checked(data: DataSet, input_shape: tuple[int, ...]) -> DataSet:
     x = np.asarray(data.x)
-    if x.size == 0 or len(x) == 0:
+    if x.size == 0:
         raise DataError(f"{data.source}: the data set is empty")
-    sample = tuple(input_shape[1:])
-    if tuple(x.shape[1:]) != sample:
-        if x.ndim >= 1 and int(np.prod(x.shape[1:])) == int(np.prod(sample)):
-            x = x.reshape(len(x), *sample)
-        else:
-            raise DataError(
-                f"{data.source}: samples have shape {tuple(x.shape[1:])}, the model input needs {sample}"
-            )
+    x = _fitted(x, input_shape, data.source)
     if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
         raise DataError(f"{data.source}: x holds {x.dtype} values; give real numbers (float or integer)")
     finite = np.isfinite(x) if np.issubdtype(x.dtype, np.floating) else np.ones(x.shape, bool)
@@ -203,3 +213,130 @@ def _checked(data: DataSet, input_shape: tuple[int, ...]) -> DataSet:
             raise DataError(f"{data.source}: labels y must be {len(x)} integers, got {y.dtype} {y.shape}")
         y = y.astype(np.int64)
     return DataSet(x, y, data.source)
+
+
+def _fitted(x: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndarray:
+    """`x` as (N, *sample) when its shape is one the module docstring accepts, else a DataError with
+    both shapes, the likely cause and what fixes it."""
+    sample = tuple(input_shape[1:])
+    if x.ndim >= 1 and x.shape[1:] == sample:
+        return x
+    if x.ndim >= 1 and _squeezed(x.shape[1:]) == _squeezed(sample):
+        return x.reshape(len(x), *sample)
+    if _squeezed(x.shape) == _squeezed(sample):  # one sample without its batch axis
+        return x.reshape(1, *sample)
+    got, shape = tuple(x.shape[1:]), f"samples have shape {tuple(x.shape[1:])}"
+    cause = _cause(got, sample, "x")
+    if cause is None and x.ndim == len(sample) + 2 and x.shape[2:] == sample:
+        cause = (
+            f"the samples are grouped in batches of {x.shape[1]}: x.reshape(-1, {_dims(sample)}) joins them"
+        )
+    if cause is None and x.size == int(np.prod(sample)):
+        cause = _cause(tuple(x.shape), sample, "x[None]")
+        if cause is not None:
+            shape, cause = f"the array has shape {x.shape}", f"one sample without its batch axis? {cause}"
+    raise DataError(
+        f"{source}: {shape}, the model input needs {sample} (input {tuple(input_shape)}, batch first);"
+        f" {cause or _OTHER}"
+    )
+
+
+_OTHER = "is it data for another model or input size?"
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(n for n in shape if n != 1)
+
+
+def _cause(got: tuple[int, ...], want: tuple[int, ...], x: str) -> str | None:
+    """Why samples of shape `got` were likely given for a model taking `want`, with the numpy call on
+    the array (named `x`, batch first) that fixes it; None when nothing specific fits."""
+    size = int(np.prod(want))
+    if sorted(got) == sorted(want):
+        return _permuted(got, want, x)
+    if len(_squeezed(got)) == 1 and int(np.prod(got)) == size:
+        return _flattened(want, size, x)
+    if int(np.prod(got)) == size:
+        return (
+            f"the same {size} values per sample in another shape: if they are in the model's order,"
+            f" {x}.reshape(-1, {_dims(want)}) fits them"
+        )
+    if len(want) == 3:
+        return _image_cause(got, want)
+    return None
+
+
+def _permuted(got: tuple[int, ...], want: tuple[int, ...], x: str) -> str:
+    """The axes of `got` are those of `want` in another order: the transpose that puts them right (axes
+    of equal size keep their order, so (28, 28, 3) for (3, 28, 28) is transpose(0, 3, 1, 2))."""
+    unused = list(range(len(got)))
+    order = []
+    for n in want:
+        axis = next(a for a in unused if got[a] == n)
+        unused.remove(axis)
+        order.append(axis + 1)
+    call = f"{x}.transpose(0, {_dims(order)})"
+    if order == [3, 1, 2]:
+        return f"this looks like NHWC data for an NCHW model: transpose it with {call}"
+    if order == [2, 3, 1]:
+        return f"this looks like NCHW data for an NHWC model: transpose it with {call}"
+    return f"its axes look permuted: transpose it with {call}"
+
+
+def _flattened(want: tuple[int, ...], size: int, x: str) -> str:
+    """Samples flattened to `size` values. Which reshape restores them depends on the order they were
+    flattened in, which the array does not say: for an image input with channels, both are named."""
+    restore = f"each sample is flattened to {size} values: {x}.reshape(-1, {_dims(want)})"
+    if len(want) != 3 or min(want[0], want[2]) == 1:  # no channels, or one: a single order
+        return restore + " restores them"
+    if _channels_first(want):
+        c, h, w = want
+        other = f"{x}.reshape(-1, {h}, {w}, {c}).transpose(0, 3, 1, 2)"
+        return f"{restore} if they were flattened from {want}, {other} if from NHWC images ({h}, {w}, {c})"
+    h, w, c = want
+    other = f"{x}.reshape(-1, {c}, {h}, {w}).transpose(0, 2, 3, 1)"
+    return f"{restore} if they were flattened from {want}, {other} if from NCHW data ({c}, {h}, {w})"
+
+
+def _image_cause(got: tuple[int, ...], want: tuple[int, ...]) -> str | None:
+    """Image-like samples that differ from an image input in their channels or their size."""
+    first = _channels_first(want)
+    c, hw = (want[0], want[1:]) if first else (want[2], want[:2])
+    if got == hw:
+        return f"the samples have no channel axis and the model takes {c} channels: give {c}-channel data"
+    if len(got) != 3:
+        return None
+    got_c, got_hw = (got[0], got[1:]) if first else (got[2], got[:2])
+    if got_hw == hw:
+        return (
+            f"the model takes {_channels(c)}, the data has {got_c}: convert it (or give a folder of"
+            " images, converted for you)"
+        )
+    if got_c == c:
+        return _resize(hw, got_hw, "")
+    other_c, other_hw = (got[2], got[:2]) if first else (got[0], got[1:])
+    if other_c == c:  # the other layout, and another size
+        layout, order = ("NHWC", "0, 3, 1, 2") if first else ("NCHW", "0, 2, 3, 1")
+        return _resize(hw, other_hw, f" in {layout}", f"transpose it with x.transpose({order}) and ")
+    return None
+
+
+def _resize(want: tuple[int, ...], got: tuple[int, ...], layout: str, transpose: str = "") -> str:
+    return (
+        f"the model takes {want[0]} x {want[1]} samples, the data has {got[0]} x {got[1]}{layout}:"
+        f" {transpose}resize it (or give a folder of images, resized for you)"
+    )
+
+
+def _channels_first(sample: tuple[int, ...]) -> bool:
+    """An image input (C, H, W or H, W, C per sample) takes its channels first unless its first axis is
+    not 1 or 3 and its last one is (an ONNX model is NCHW unless converted from TensorFlow)."""
+    return sample[0] in (1, 3) or sample[2] not in (1, 3)
+
+
+def _channels(count: int) -> str:
+    return "1 channel" if count == 1 else f"{count} channels"
+
+
+def _dims(values: Iterable[int]) -> str:
+    return ", ".join(str(v) for v in values)
