@@ -1,4 +1,7 @@
-"""`fixpoint quantize MODEL --calib DATA -o params.json`: calibrate and write the quant-params JSON."""
+"""`fixpoint quantize MODEL --calib DATA -o params.json`: calibrate and write the quant-params JSON.
+
+MODEL is an ONNX or a TFLite file. An int8 .tflite keeps TensorFlow's scales and needs no --calib
+(pipeline.quantize_imported); every float model needs it."""
 
 from __future__ import annotations
 
@@ -9,14 +12,23 @@ from pathlib import Path
 from typing import Any
 
 from quantcore.commands import _args
+from quantcore.errors import InputError
 from quantcore.kernels.requantize import Rounding
 from quantcore.targets.cores import Core
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("quantize", help="calibrate a float ONNX model and write its int8 quant-params JSON")
-    p.add_argument("model", help="float ONNX model")
-    p.add_argument("--calib", required=True, metavar="DATA", help=".npy/.npz (array x) or a folder of images")
+    p = sub.add_parser(
+        "quantize",
+        help="calibrate a float ONNX/TFLite model (or take an int8 .tflite's scales) and write"
+        " its int8 quant-params JSON",
+    )
+    p.add_argument("model", help="float ONNX or TFLite model, or an int8 .tflite")
+    p.add_argument(
+        "--calib",
+        metavar="DATA",
+        help=".npy/.npz (array x) or a folder of images; not needed for an int8 .tflite",
+    )
     p.add_argument("--method", choices=["minmax", "percentile", "entropy", "mse"], default="minmax")
     p.add_argument(
         "--percentile", type=_args.PERCENTILE, default=99.999, help="for --method percentile (default 99.999)"
@@ -97,6 +109,13 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     model = pipeline.load_model(args.model)
+    if model.fully_quantized:
+        return _imported(args, model, started)
+    if args.calib is None:
+        raise InputError(
+            f"{args.model}: a float model needs --calib DATA (representative inputs) to choose its"
+            " activation ranges; only an int8 .tflite (TensorFlow's full-integer converter) brings its own"
+        )
     calib = data.load(args.calib, pipeline.first_input_shape(model))
     if args.samples:
         calib = calib.head(args.samples)
@@ -137,6 +156,26 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{args.output}: {layers} layers quantized from {len(calib)} samples ({args.method},"
         f" {', '.join(['per-tensor' if args.per_tensor else 'per-channel', *applied])})"
+        f" in {time.perf_counter() - started:.2f} s"
+    )
+    return 0
+
+
+def _imported(args: argparse.Namespace, model: Any, started: float) -> int:
+    """An int8 .tflite: TensorFlow's scales and integers as they are; calibration options do not apply."""
+    from quantcore import pipeline
+    from quantcore.quantize import params_json
+
+    if args.calib is not None:
+        print(
+            f"fixpoint quantize: {args.model} is int8 already: its own scales are kept, --calib is not used",
+            file=sys.stderr,
+        )
+    result = pipeline.quantize_imported(model, Rounding(args.rounding))
+    params_json.write(Path(args.output), result.document)
+    layers = sum(1 for layer in result.document["layers"] if layer["kernel"])
+    print(
+        f"{args.output}: {layers} layers with the model's own int8 scales (no calibration)"
         f" in {time.perf_counter() - started:.2f} s"
     )
     return 0
