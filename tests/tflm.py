@@ -1,0 +1,55 @@
+"""Where tests find TensorFlow Lite Micro's checkout and its example models (never committed here).
+
+FIXPOINT_TFLM_REPO names the checkout, else the per-user cache (~/.cache/fixpoint/tflite-micro); a test
+that needs a model it lacks is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_EXAMPLES = "tensorflow/lite/micro/examples/"
+MODELS = {
+    "hello_world_int8": "tensorflow/lite/micro/examples/hello_world/models/hello_world_int8.tflite",
+    "hello_world_float": "tensorflow/lite/micro/examples/hello_world/models/hello_world_float.tflite",
+    "micro_speech_quantized": _EXAMPLES + "micro_speech/models/micro_speech_quantized.tflite",
+    "person_detect": "tensorflow/lite/micro/models/person_detect.tflite",
+    "keyword_scrambled_8bit": "tensorflow/lite/micro/models/keyword_scrambled_8bit.tflite",
+    "mobilenet_v2_quantized": "third_party/xtensa/examples/pytorch_to_tflite/"
+    "mobilenet_v2_quantized_1x3x224x224.tflite",
+    "simple_add_model": "tensorflow/lite/micro/examples/memory_footprint/models/simple_add_model.tflite",
+    "trained_lstm_int8": "tensorflow/lite/micro/examples/mnist_lstm/trained_lstm_int8.tflite",
+}
+"""TFLM's example models by short name -> path inside the checkout."""
+
+
+def repo() -> Path:
+    return Path(os.environ.get("FIXPOINT_TFLM_REPO") or Path.home() / ".cache" / "fixpoint" / "tflite-micro")
+
+
+def model_path(name: str) -> Path | None:
+    path = repo() / MODELS[name]
+    return path if path.is_file() else None
+
+
+def model(name: str) -> Path:
+    """The model's path, or the test is skipped saying what is missing."""
+    path = model_path(name)
+    if path is None:
+        pytest.skip(f"{MODELS[name]} not found in the TFLM checkout {repo()} (set FIXPOINT_TFLM_REPO)")
+    return path
+
+
+def interpreter(path: Path) -> Any:
+    """TFLM's Python interpreter (reference kernels) on the model, keeping every tensor readable after
+    invoke (kPreserveAllTensors); skipped when the tflite-micro package is not installed."""
+    runtime = pytest.importorskip(
+        "tflite_micro.python.tflite_micro.runtime", reason="the tflite-micro package is not installed"
+    )
+    return runtime.Interpreter.from_file(
+        str(path), intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors
+    )
