@@ -94,7 +94,7 @@ def _ticks(maximum: float, step: float) -> list[float]:
 
 def histogram_chart(entry: Mapping[str, Any], width: int = 360, height: int = 150) -> dict[str, Any]:
     """One activation: its value histogram (log counts), the chosen range's thresholds, the clipped
-    area shaded, the observed min and max marked."""
+    area shaded, the observed min and max marked (when the document records them: histograms.py)."""
     pad_l, pad_r, pad_t, pad_b = 8, 8, 18, 34
     plot_w, plot_h = width - pad_l - pad_r, height - pad_t - pad_b
     hist = entry.get("histogram")
@@ -103,7 +103,8 @@ def histogram_chart(entry: Mapping[str, Any], width: int = 360, height: int = 15
         edges, counts = hist["edges"], hist["counts"]
         lo, hi = edges[0], edges[-1]
     else:  # no values: the two ranges only
-        lo, hi = min(observed["min"], chosen["min"]), max(observed["max"], chosen["max"])
+        spans = [chosen] + ([observed] if observed else [])
+        lo, hi = min(r["min"] for r in spans), max(r["max"] for r in spans)
         edges, counts = [], []
     span = (hi - lo) or 1.0
 
@@ -138,7 +139,7 @@ def histogram_chart(entry: Mapping[str, Any], width: int = 360, height: int = 15
             {"x": x_of(chosen["min"]), "label": f"{chosen['min']:.4g}", "anchor": "start"},
             {"x": x_of(chosen["max"]), "label": f"{chosen['max']:.4g}", "anchor": "end"},
         ],
-        "observed": [x_of(observed["min"]), x_of(observed["max"])],
+        "observed": [x_of(observed["min"]), x_of(observed["max"])] if observed else [],
         "zero_x": x_of(0.0) if lo < 0.0 < hi else None,
         "axis": [{"x": x_of(lo), "label": f"{lo:.3g}", "anchor": "start"},
                  {"x": x_of(hi), "label": f"{hi:.3g}", "anchor": "end"}],

@@ -8,8 +8,14 @@ observed values and the chosen range together, so a clip and the tail it cuts ar
 outside the chosen range are counted as clipped (below and above). Each entry:
 
     {"tensor", "layer" (its producer, or "input"), "dtype", "method", "scale", "zero_point",
-     "observed": {"min", "max"}, "range": {"min", "max"},
+     "observed": {"min", "max"} or null, "range": {"min", "max"},
      "histogram": {"edges": [bins + 1], "counts": [bins], "values": N, "clipped_low": n, "clipped_high": n}}
+
+Not every activation has a calibrated range: an op that fixes its output's scale and zero point (softmax:
+1/256 and -128; method "fixed") and an imported int8 model's scales (method "imported") record none, and
+an imported one no observed range either. Their "range" is then the one the scale and zero point represent,
+scale * (qmin - zero_point) .. scale * (qmax - zero_point) - which is what clips - and "observed" is null
+when the document has none.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from quantcore.ir.dtypes import DType
 
 DEFAULT_BINS = 64
 BATCH = 64
@@ -44,11 +52,23 @@ def activation_entries(document: Mapping[str, Any]) -> list[dict[str, Any]]:
             "method": tensor.get("method"),
             "scale": float(tensor["scale"]),
             "zero_point": int(tensor["zero_point"]),
-            "observed": {k: float(v) for k, v in tensor["observed"].items()},
-            "range": {k: float(v) for k, v in tensor["range"].items()},
+            "observed": _range(tensor["observed"]) if "observed" in tensor else None,
+            "range": _range(tensor["range"]) if "range" in tensor else represented(tensor),
             "histogram": None,
         })  # fmt: skip
     return entries
+
+
+def represented(tensor: Mapping[str, Any]) -> dict[str, float]:
+    """The real range an activation's scale and zero point represent (its dtype's integer range)."""
+    dtype = DType.from_numpy(np.dtype(tensor.get("dtype", "int8")))
+    scale, zero_point = float(tensor["scale"]), int(tensor["zero_point"])
+    assert dtype.qmin is not None and dtype.qmax is not None  # activations are int8 or int16
+    return {"min": scale * (dtype.qmin - zero_point), "max": scale * (dtype.qmax - zero_point)}
+
+
+def _range(recorded: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in recorded.items()}
 
 
 def compute(
@@ -63,8 +83,8 @@ def compute(
     input_name = loaded.graph.inputs[0]
     state: dict[str, dict[str, Any]] = {}
     for entry in entries:
-        lo = min(entry["observed"]["min"], entry["range"]["min"])
-        hi = max(entry["observed"]["max"], entry["range"]["max"])
+        spans = [entry["range"]] + ([entry["observed"]] if entry["observed"] else [])
+        lo, hi = min(r["min"] for r in spans), max(r["max"] for r in spans)
         if not hi > lo:
             hi = lo + max(abs(lo), 1.0) * 1e-6
         state[entry["tensor"]] = {"edges": np.linspace(lo, hi, bins + 1), "counts": np.zeros(bins, np.int64)}
