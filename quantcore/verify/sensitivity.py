@@ -76,7 +76,10 @@ class SensitivityReport:
     layers: list[LayerSensitivity] = field(default_factory=list)
 
     def ranking(self, by: str = "sqnr") -> list[LayerSensitivity]:
-        """Most sensitive first: by the lone-layer output SQNR (lowest first) or by gradient (largest)."""
+        """Most sensitive first: by the lone-layer output SQNR (lowest first) or by gradient (largest).
+
+        Ties keep graph order (the sort is stable): layers exact alone (+inf dB: a max pool, a reshape)
+        come last in the order they run; a layer without a gradient counts as 0."""
         if by == "sqnr":
             return sorted(self.layers, key=lambda layer: layer.output_sqnr_db)
         if by in ("gradient", "gradient_noise"):
@@ -102,17 +105,19 @@ class SensitivityReport:
         write_atomically(Path(path), json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
 
     def format_table(self) -> str:
+        """One row per layer, most sensitive first (`ranking()`: lowest SQNR alone first, ties in graph
+        order), then the summary. The JSON keeps `layers` in graph order beside its `ranking` lists."""
         gradients = any(layer.gradient is not None for layer in self.layers)
         labels = any(layer.top1_drop_points is not None for layer in self.layers)
-        rank = {layer.name: i + 1 for i, layer in enumerate(self.ranking())}
+        ranked = self.ranking()
         grad_rank = {layer.name: i + 1 for i, layer in enumerate(self.ranking("gradient"))}
         header = ["rank", "layer", "op", "SQNR alone dB"]
         header += ["top-1 drop"] if labels else []
         header += ["|grad|", "grad rank", "|grad|*noise"] if gradients else []
         header += ["s16"]
         rows = [header]
-        for layer in self.layers:
-            row = [str(rank[layer.name]), layer.name, layer.op, format_db(layer.output_sqnr_db)]
+        for rank, layer in enumerate(ranked, 1):
+            row = [str(rank), layer.name, layer.op, format_db(layer.output_sqnr_db)]
             if labels:
                 row.append("-" if layer.top1_drop_points is None else f"{layer.top1_drop_points:+.2f}")
             if gradients:
@@ -122,7 +127,7 @@ class SensitivityReport:
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        worst = self.ranking()[0] if self.layers else None
+        worst = ranked[0] if ranked else None
         summary = (
             f"{self.samples} samples; every layer quantized: output SQNR {format_db(self.output_sqnr_db)} dB"
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from quantcore.data import DataSet
 from quantcore.quantize import params_json
 from quantcore.runtime import float_exec
 from quantcore.runtime.onnx_float import to_ir_layout
-from quantcore.verify.sensitivity import gradient_magnitudes
+from quantcore.verify.sensitivity import LayerSensitivity, SensitivityReport, gradient_magnitudes
 from tests.onnx_models import outlier_cnn
 
 
@@ -108,9 +109,42 @@ def test_the_command_prints_the_table_and_writes_the_json(
     assert "SQNR alone dB" in table and "|grad|" in table and "most sensitive alone: conv2" in table
     written = json.loads((tmp_path / "s.json").read_text())
     assert written["samples"] == 32 and written["ranking"]["sqnr"][0] == "conv2"
+    rows = [line.split() for line in table.splitlines()[2:] if line.strip()][:-1]  # the summary is last
+    assert [row[1] for row in rows] == written["ranking"]["sqnr"]  # printed most sensitive first
+    assert [row[0] for row in rows] == ["1", "2", "3", "4", "5"]
+    by_name = {layer["name"]: layer for layer in written["layers"]}
+    sqnr = [by_name[row[1]]["output_sqnr_db"] for row in rows]
+    assert sqnr == sorted(sqnr, key=lambda db: math.inf if db is None else db)
     assert set(written["ranking"]) == {"sqnr", "gradient", "gradient_noise"}
     assert [layer["name"] for layer in written["layers"]] == ["conv1", "pool1", "conv2", "gap", "fc"]
     assert cli.main(["sensitivity", *args, "--json", "--no-gradient", "--samples", "8"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["samples"] == 8 and set(printed["ranking"]) == {"sqnr"}
     assert all(layer["gradient"] is None for layer in printed["layers"])
+
+
+def test_the_table_lists_the_most_sensitive_layer_first_and_ties_in_graph_order() -> None:
+    """Lowest SQNR alone first; equal figures (two 30 dB layers, the exact ones at +inf) keep the order
+    the layers run in. The JSON keeps graph order in `layers` and the ranking in `ranking`."""
+    layers = [
+        LayerSensitivity("conv1", "conv2d", 30.0, int16_capable=True),
+        LayerSensitivity("pool1", "max_pool2d", math.inf),
+        LayerSensitivity("conv2", "conv2d", 12.5, int16_capable=True),
+        LayerSensitivity("fc", "fully_connected", 30.0, int16_capable=True),
+        LayerSensitivity("flatten", "reshape", math.inf),
+    ]
+    report = SensitivityReport("m.onnx", "p.json", 16, 11.0, layers)
+    assert report.format_table() == (
+        "rank  layer    op               SQNR alone dB  s16\n"
+        "----  -------  ---------------  -------------  ---\n"
+        "1     conv2    conv2d           12.50          yes\n"
+        "2     conv1    conv2d           30.00          yes\n"
+        "3     fc       fully_connected  30.00          yes\n"
+        "4     pool1    max_pool2d       inf\n"
+        "5     flatten  reshape          inf\n"
+        "\n"
+        "16 samples; every layer quantized: output SQNR 11.00 dB; most sensitive alone: conv2 (12.50 dB)"
+    )
+    document = report.to_dict()
+    assert [layer["name"] for layer in document["layers"]] == ["conv1", "pool1", "conv2", "fc", "flatten"]
+    assert document["ranking"] == {"sqnr": ["conv2", "conv1", "fc", "pool1", "flatten"]}
