@@ -233,7 +233,7 @@ class _Reader:
             if offset + size > len(self.data):
                 raise self.error(
                     f"buffer {index} of tensor {quoted(name)} lies at bytes {offset}..{offset + size},"
-                    f" past the end of the file ({len(self.data)} bytes): the file is truncated; copy it again"
+                    f" past the end of the file ({len(self.data)} bytes): the file is truncated"
                 )
             raw = np.frombuffer(self.data, np.uint8, size, offset)
         else:
