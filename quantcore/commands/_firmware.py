@@ -168,28 +168,29 @@ def sources(ctx: Context, model: Model | None) -> Path:
     return out
 
 
-def cases(ctx: Context, model: Model | None, input_bytes: int) -> Any:
-    """The test cases: from --data (needs the model), else seeded random inputs."""
+def cases(ctx: Context, model: Model | None, src: Path) -> Any:
+    """The test cases: from --data (needs the model), prepared on the host as src's model.h tells an
+    application (quantcore.targets.verify.documented_cases); else seeded random inputs, which are
+    already bytes in the firmware's layout."""
     import numpy as np
 
     from quantcore.targets import verify
+    from quantcore.targets.build import read_contract, read_header
 
     count = ctx.args.cases
     if ctx.args.data:
         if model is None:
             raise BadInput("--data needs --model and --params (to quantize the samples)")
-        from quantcore import data, pipeline
-        from quantcore.runtime.onnx_float import to_ir_layout
+        from quantcore import data
+        from quantcore.passes.io_layout import model_shape
 
-        dataset = data.load(ctx.args.data, pipeline.first_input_shape(model.loaded))
-        name = model.qgraph.inputs[0]
-        return verify.data_cases(
-            model.qgraph, to_ir_layout(model.qgraph, name, dataset.x), str(ctx.args.data), count
-        )
+        dataset = data.load(ctx.args.data, model_shape(model.qgraph, model.qgraph.inputs[0]))
+        return verify.documented_cases(read_contract(src), dataset.x, str(ctx.args.data), count)
     if model is not None:
         return verify.random_cases(model.qgraph, count or verify.DEFAULT_CASES, ctx.args.seed)
     rng = np.random.default_rng(ctx.args.seed)
-    values = rng.integers(-128, 127, size=(count or verify.DEFAULT_CASES, input_bytes), endpoint=True)
+    size = (count or verify.DEFAULT_CASES, read_header(src).input_bytes)
+    values = rng.integers(-128, 127, size=size, endpoint=True)
     return verify.Cases(values.astype(np.int8), f"random (seed {ctx.args.seed})")
 
 
@@ -222,11 +223,11 @@ def float_metrics(model: Model | None, test_cases: Any) -> list[Any]:
         return []
     from quantcore import pipeline
     from quantcore.data import DataSet
-    from quantcore.runtime.onnx_float import to_model_layout
+    from quantcore.passes.io_layout import to_model
     from quantcore.targets import verify
 
     name = model.qgraph.inputs[0]
-    x = to_model_layout(model.qgraph, name, verify.float_inputs(model.qgraph, test_cases)).astype("float32")
+    x = to_model(model.qgraph, name, verify.float_inputs(model.qgraph, test_cases)).astype("float32")
     report = pipeline.evaluate(model.loaded, model.document, DataSet(x), params_file=model.params_file)
     return list(report.layers)
 

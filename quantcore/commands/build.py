@@ -24,12 +24,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from quantcore.targets.build import Channel, read_header
+    from quantcore.targets.build import Channel
 
     ctx = fw.resolve(args)
     model = fw.load_model(ctx, required=False)
     src = fw.sources(ctx, model)
-    cases = fw.cases(ctx, model, read_header(src).input_bytes)
+    cases = fw.cases(ctx, model, src)
     firmware = fw.build(ctx, src, cases, Channel(args.channel) if args.channel else None)
     report = fw.audit(ctx, firmware)
     if args.json:

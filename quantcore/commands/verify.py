@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace, board: bool) -> int:
     from quantcore.targets import verify
-    from quantcore.targets.build import Channel, read_header
+    from quantcore.targets.build import Channel
 
     ctx = fw.resolve(args)
     with contextlib.ExitStack() as stack:
@@ -35,7 +35,7 @@ def _verify(args: argparse.Namespace, board: bool) -> int:
         model = fw.load_model(ctx, required=True)
         assert model is not None
         src = fw.sources(ctx, model)
-        cases = fw.cases(ctx, model, read_header(src).input_bytes)
+        cases = fw.cases(ctx, model, src)
         firmware = fw.build(ctx, src, cases, Channel.UART if board else None)
         memory = fw.audit(ctx, firmware)
         if board and not args.json:

@@ -80,6 +80,53 @@ def read_header(src: Path, prefix: str = "model") -> ModelHeader:
 
 
 @dataclass(frozen=True)
+class InputContract:
+    """How model.h tells an application to write the input (templates/model/model.h.j2): the model's own
+    values, transposed (n, c, h, w) -> (n, h, w, c) when `model_nchw`, quantized with `scale` and
+    `zero_point`, written in `shape` (NHWC or NC, batch first) through <prefix>_input()."""
+
+    path: Path
+    shape: tuple[int, ...]
+    scale: float
+    zero_point: int
+    wide: bool
+    """int16_t input (else int8_t)."""
+    model_nchw: bool
+
+
+_SHAPE = re.compile(r"^\s*#\s*define\s+(\w+)_INPUT_SHAPE\s+\{([0-9, ]*)\}", re.MULTILINE)
+_TYPE = re.compile(r"^\s*#\s*define\s+(\w+)_INPUT_TYPE\s+(int8_t|int16_t)\s*$", re.MULTILINE)
+
+
+def read_contract(src: Path, prefix: str = "model") -> InputContract:
+    """The input contract src/<prefix>.h states; FirmwareBuildError when it states none (an older
+    generation, or sources not written by `fixpoint generate`)."""
+    path = src / f"{prefix}.h"
+    text = untrusted.read_text(path, limit=limits.SOURCE_MAX_BYTES)
+    macros = dict(_MACRO.findall(text))
+    upper = prefix.upper()
+    shape = {m.group(1): m.group(2) for m in _SHAPE.finditer(text)}.get(upper)
+    ctype = {m.group(1): m.group(2) for m in _TYPE.finditer(text)}.get(upper)
+    names = ("INPUT_SCALE", "INPUT_ZERO_POINT", "INPUT_MODEL_NCHW")
+    missing = [f"{upper}_{n}" for n in names if f"{upper}_{n}" not in macros]
+    missing += [f"{upper}_INPUT_SHAPE"] * (shape is None) + [f"{upper}_INPUT_TYPE"] * (ctype is None)
+    if missing:
+        raise FirmwareBuildError(
+            f"{path}: no {', '.join(missing)}: it does not state how to write the input; regenerate the"
+            " model (`fixpoint generate`)"
+        )
+    assert shape is not None
+    return InputContract(
+        path,
+        tuple(int(d) for d in shape.split(",")),
+        float(macros[f"{upper}_INPUT_SCALE"]),
+        int(macros[f"{upper}_INPUT_ZERO_POINT"]),
+        ctype == "int16_t",
+        macros[f"{upper}_INPUT_MODEL_NCHW"] == "1",
+    )
+
+
+@dataclass(frozen=True)
 class Firmware:
     """A built firmware image and what went into it."""
 

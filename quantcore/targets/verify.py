@@ -1,10 +1,12 @@
 """Verification: build the model's firmware, run it, compare every layer with the reference executor.
 
-Test cases are quantized inputs. With a data set they are its first N samples quantized with the
-model's input parameters; without one they are seeded random int8 values spread over the whole int8
-range (numpy default_rng(seed), uniform integers in [-128, 127], seed 0 unless told), which exercises
-every code path of the kernels, saturation included. The reference is int8_exec.run on exactly those
-bytes; the firmware must match it byte for byte on every layer.
+Test cases are quantized inputs. With a data set they are its first N samples prepared on the host
+exactly as the generated model.h tells an application (its layout conversion, its scale and zero
+point: documented_cases), then copied unchanged to <prefix>_input() - no permutation anywhere else.
+Without one they are seeded random int8 values spread over the whole int8 range (numpy
+default_rng(seed), uniform integers in [-128, 127], seed 0 unless told), which exercises every code
+path of the kernels, saturation included. The reference is int8_exec.run on exactly those bytes; the
+firmware must match it byte for byte on every layer.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import numpy as np
 
 from quantcore import display
 from quantcore.ir import DType, Graph
+from quantcore.quantize.scheme import quantize_activation
 from quantcore.runtime import int8_exec
-from quantcore.targets.build import Firmware
+from quantcore.targets.build import Firmware, InputContract
 from quantcore.targets.compare import Comparison, ReferenceLayer, compare
 from quantcore.targets.errors import TargetError
 from quantcore.targets.memory import MemoryReport
@@ -57,6 +60,28 @@ def data_cases(qgraph: Graph, x_ir_layout: np.ndarray, source: str, count: int |
     x = x_ir_layout[:count] if count else x_ir_layout
     name = qgraph.inputs[0]
     return Cases(int8_exec.quantize_inputs(qgraph, {name: x})[name], source)
+
+
+def documented_cases(
+    contract: InputContract, x_model: np.ndarray, source: str, count: int | None = None
+) -> Cases:
+    """Test inputs prepared exactly as model.h tells an application: the model's own samples (its
+    layout, batch first), transposed to NHWC when the header says the model's input is NCHW, quantized
+    with the header's scale and zero point (round half away from zero, clamp). These bytes are what the
+    harness copies to <prefix>_input(), unchanged."""
+    x = x_model[:count] if count else x_model
+    if contract.model_nchw:
+        x = x.transpose(0, 2, 3, 1)
+    if tuple(x.shape[1:]) != contract.shape[1:]:
+        raise TargetError(
+            f"{contract.path} takes inputs of shape {list(contract.shape[1:])} per sample, but the samples"
+            f" of {source} give {list(x.shape[1:])}"
+            + (" after the transposition it asks for" if contract.model_nchw else "")
+            + "; give data in the model's own input layout"
+        )
+    qmin, qmax = (-32768, 32767) if contract.wide else (-128, 127)
+    q = quantize_activation(x, contract.scale, contract.zero_point, qmin, qmax)
+    return Cases(np.ascontiguousarray(q), source)
 
 
 def float_inputs(qgraph: Graph, cases: Cases) -> np.ndarray:

@@ -11,6 +11,7 @@ byte for byte; and its dequantized outputs match onnxruntime's float outputs for
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from dataclasses import dataclass
@@ -21,10 +22,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from quantcore import cmsis_nn, pipeline
+from quantcore import cli, cmsis_nn, pipeline
 from quantcore.codegen import generate
 from quantcore.data import DataSet
 from quantcore.ir import Graph
+from quantcore.quantize import params_json
 from quantcore.runtime import int8_exec
 from quantcore.targets.build import BuildRequest, build_firmware
 from quantcore.targets.run import qemu_semihosting_command
@@ -46,6 +48,7 @@ class Built:
     onnx_path: Path
     src: Path
     header: dict[str, str]
+    params: Path
 
 
 def _header_macros(path: Path) -> dict[str, str]:
@@ -68,9 +71,11 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     calib = samples(64, seed=1)
     calib = calib if kind == "nhwc" else calib.transpose(0, 3, 1, 2)
     options = pipeline.QuantizeOptions(equalize=False, bias_correction=False)
-    qgraph = pipeline.quantize(loaded, DataSet(np.ascontiguousarray(calib)), options).qgraph
-    generate(qgraph, folder / "src", force=True)
-    return Built(qgraph, path, folder / "src", _header_macros(folder / "src" / "model.h"))
+    result = pipeline.quantize(loaded, DataSet(np.ascontiguousarray(calib)), options)
+    params_json.write(folder / "params.json", result.document)
+    generate(result.qgraph, folder / "src", force=True)
+    header = _header_macros(folder / "src" / "model.h")
+    return Built(result.qgraph, path, folder / "src", header, folder / "params.json")
 
 
 def _documented_layout(built: Built, x_model: np.ndarray) -> np.ndarray:
@@ -123,6 +128,10 @@ def _float_reference(built: Built) -> np.ndarray:
     x = _own_data("nhwc" if "nhwc" in built.onnx_path.name else "nchw")
     y = np.concatenate([session.run(None, {"input": x[i : i + 1]})[0] for i in range(len(x))])
     return y.transpose(0, 2, 3, 1) if built.header["MODEL_OUTPUT_MODEL_NCHW"] == "1" else y
+
+
+def _kind(built: Built) -> str:
+    return "nhwc" if "nhwc" in built.onnx_path.name else "nchw"
 
 
 def _sqnr_db(reference: np.ndarray, actual: np.ndarray) -> float:
@@ -192,3 +201,68 @@ def test_the_old_hidden_permutation_would_fail_the_float_check(built: Built) -> 
     q = env[built.qgraph.outputs[0]]
     outputs = [case.tobytes() for case in q]
     assert _sqnr_db(_float_reference(built), _dequantized(built, outputs)) < 5.0
+
+
+def _vector_bytes(vectors_c: Path) -> np.ndarray:
+    """The test inputs the harness copies to model_input(), as vectors.c embeds them."""
+    cases = re.findall(r"\{ /\* case \d+ \*/\n(.*?)\n    \}", vectors_c.read_text(), re.DOTALL)
+    return np.array([[int(v) for v in re.findall(r"-?\d+", case)] for case in cases], np.int8)
+
+
+def test_verify_writes_the_data_as_model_h_tells_an_application(
+    built: Built, checkout: cmsis_nn.CmsisNn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`verify --data` embeds exactly the bytes model.h's recipe makes of the model's own samples (no
+    permutation in the harness, which copies them unchanged), and the firmware matches the reference."""
+    x = _own_data(_kind(built))
+    np.savez(tmp_path / "data.npz", x=x)
+    argv = ["verify", "--target", "host", "--model", str(built.onnx_path), "--params", str(built.params)]
+    argv += ["--data", str(tmp_path / "data.npz"), "--build-dir", str(tmp_path / "b"), "--json"]
+    argv += ["--no-float-metrics"]  # quantcore/verify/evaluate.py's layout for NHWC models: see the report
+    code = cli.main(argv)
+    report = json.loads(capsys.readouterr().out)
+    assert (code, report["verdict"], report["mismatched_bytes_total"]) == (0, "pass", 0)
+    expected = _quantized_per_header(built, _documented_layout(built, x)).reshape(CASES, -1)
+    np.testing.assert_array_equal(_vector_bytes(tmp_path / "b" / "harness" / "vectors.c"), expected)
+    harness = (tmp_path / "b" / "harness" / "harness.c").read_text()
+    assert "memcpy(model_input(), fixpoint_cases[c], MODEL_INPUT_BYTES);" in harness
+
+
+def test_verify_refuses_data_in_the_other_layout_naming_the_header(built: Built) -> None:
+    from quantcore.targets.build import read_contract
+    from quantcore.targets.errors import TargetError
+    from quantcore.targets.verify import documented_cases
+
+    contract = read_contract(built.src)
+    wrong = _own_data(_kind(built)).transpose(0, 2, 3, 1) if _kind(built) == "nchw" else _own_data("nchw")
+    with pytest.raises(TargetError) as caught:
+        documented_cases(contract, wrong, "d.npz")
+    after = " after the transposition it asks for" if _kind(built) == "nchw" else ""
+    got = list(wrong.shape[1:]) if _kind(built) == "nhwc" else [10, 3, 6]
+    assert str(caught.value) == (
+        f"{built.src / 'model.h'} takes inputs of shape [6, 10, 3] per sample, but the samples of d.npz give"
+        f" {got}{after}; give data in the model's own input layout"
+    )
+
+
+def test_the_contract_is_read_from_the_header(built: Built) -> None:
+    from quantcore.targets.build import read_contract
+
+    contract = read_contract(built.src)
+    assert contract.shape == (1, 6, 10, 3) and contract.model_nchw is (_kind(built) == "nchw")
+    assert contract.scale == float(built.header["MODEL_INPUT_SCALE"].rstrip("f"))
+    assert not contract.wide
+
+
+def test_sources_that_state_no_contract_are_refused_with_what_to_do(tmp_path: Path) -> None:
+    from quantcore.targets.build import read_contract
+    from quantcore.targets.errors import FirmwareBuildError
+
+    (tmp_path / "model.h").write_text("#define MODEL_INPUT_BYTES 32\n#define MODEL_INPUT_SCALE 0.5f\n")
+    with pytest.raises(FirmwareBuildError) as caught:
+        read_contract(tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path / 'model.h'}: no MODEL_INPUT_ZERO_POINT, MODEL_INPUT_MODEL_NCHW, MODEL_INPUT_SHAPE,"
+        " MODEL_INPUT_TYPE: it does not state how to write the input;"
+        " regenerate the model (`fixpoint generate`)"
+    )
