@@ -252,6 +252,8 @@ def _fold(loaded: Loaded, folder: Folder, node: onnx.NodeProto, path: str) -> li
         return None
     if node.op_type in ("Shape", "Size") and not constant:
         return _static_shape(loaded, node)
+    if node.op_type == "CastLike" and not constant:
+        return _cast_like(loaded, folder, node)
     outer = _outer_names(node)
     if not constant or not outer <= loaded.consts.keys():
         return None
@@ -291,6 +293,17 @@ def _static_shape(loaded: Loaded, node: onnx.NodeProto) -> list[np.ndarray] | No
     attrs = {a.name: a.i for a in node.attribute}
     start, end = attrs.get("start", 0), attrs.get("end", len(dims))
     return [dims[start:end]]
+
+
+def _cast_like(loaded: Loaded, folder: Folder, node: onnx.NodeProto) -> list[np.ndarray] | None:
+    """CastLike of a constant to the type of an activation (torch's exporter writes one for every
+    constant it casts to "the input's dtype"): a Cast to that type, known from shape inference."""
+    value, target = node.input[0], node.input[1] if len(node.input) > 1 else ""
+    elem_type, _ = loaded.types.get(target, (0, None))
+    if value not in loaded.consts or not elem_type:
+        return None
+    cast = onnx.helper.make_node("Cast", [value], [node.output[0]], name=node.name, to=elem_type)
+    return folder.run(cast, {value: loaded.consts[value]})
 
 
 def name_nodes(model: onnx.ModelProto) -> None:

@@ -212,3 +212,47 @@ def test_integer_activation_is_rejected() -> None:
     m = model(nodes, [value("x", [1, 3])], [value("y", [1, 3], TensorProto.INT64)])
     with pytest.raises(UnsupportedError, match="Cast"):
         import_onnx(data(m))
+
+
+def _reduce(op: str, shape: list[int], axes: list[int] | None, keepdims: int = 1, runtime_axes: bool = False):  # type: ignore[no-untyped-def]
+    """One Reduce* node of opset 20 (axes as an input), as torch's default exporter writes it."""
+    inputs = [value("x", shape)] + (
+        [value("ax", [len(axes or [])], TensorProto.INT64)] if runtime_axes else []
+    )
+    inits = {} if runtime_axes or axes is None else {"ax": np.array(axes, np.int64)}
+    node = helper.make_node(
+        op, ["x", "ax"] if axes is not None else ["x"], ["y"], name="r", keepdims=keepdims
+    )
+    output = value("y", [1, 4, 1, 1] if runtime_axes else None)  # shape inference cannot know it then
+    return data(model([node], inputs, [output], inits, 20))
+
+
+@pytest.mark.parametrize(
+    ("op", "shape", "axes", "keepdims", "does"),
+    [
+        ("ReduceMean", [1, 4, 8, 8], [1], 1, "averages over axes [1]"),
+        ("ReduceMean", [2, 4, 8, 8], [0, 2, 3], 0, "averages over axes [0, 2, 3]"),
+        ("ReduceMean", [1, 4, 8, 8], None, 0, "averages over axes [0, 1, 2, 3]"),
+        ("ReduceMean", [1, 4, 8], [2], 0, "averages over axes [2]"),
+        ("ReduceMax", [1, 4, 8, 8], [-3], 1, "takes the maximum over axes [1]"),
+    ],
+)
+def test_a_reduction_that_is_no_pool_says_what_it_does(
+    op: str, shape: list[int], axes: list[int] | None, keepdims: int, does: str
+) -> None:
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(_reduce(op, shape, axes, keepdims), name="reduce.onnx")
+    (constraint,) = ONNX_OPS[op].constraints
+    fact = f"It {does} of its {len(shape)}-D input of shape {tuple(shape)} (keepdims={keepdims})."
+    assert info.value.reason == f"{fact} {constraint.reason}"
+    assert str(info.value) == f"reduce.onnx: node 'r': {op} is not supported: {info.value.reason}"
+    # The advice is what would work for this node, never "export nn.AdaptiveAvgPool2d(1) instead of
+    # x.mean((2, 3))": torch's default exporter writes that very layer as a ReduceMean.
+    assert "AdaptiveAvgPool2d" not in info.value.reason
+
+
+def test_a_sum_over_h_and_w_is_told_the_mean_that_maps() -> None:
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(_reduce("ReduceSum", [1, 4, 8, 8], [2, 3]), name="sum.onnx")
+    assert info.value.reason == NO_COUNTERPART["ReduceSum"]
+    assert "write x.mean((2, 3)) * (H * W)" in info.value.reason

@@ -328,3 +328,137 @@ def test_import_is_fast_on_megabytes_of_weights() -> None:
     # ~2.3 M weights: vectorised conversion takes well under 0.5 s here; a per-element Python loop takes
     # seconds. The bound is loose because CI machines are shared.
     assert elapsed < 3.0, f"import took {elapsed:.2f} s"
+
+
+# -- reductions over H and W: what torch's default (dynamo) exporter writes for adaptive pooling ----------
+
+
+def _reduction(op: str, opset: int, axes: list[int] | None, keepdims: int, shape=(2, 3, 4, 5)):  # type: ignore[no-untyped-def]
+    """A model of one Reduce* node: axes as an input from opset 18 (13 for ReduceSum), else an attribute."""
+    axes_input = axes is not None and opset >= (13 if op == "ReduceSum" else 18)
+    inputs = ["x", "axes"] if axes_input else ["x"]
+    attrs = {"keepdims": keepdims} | ({"axes": axes} if axes is not None and not axes_input else {})
+    node = helper.make_node(op, inputs, ["y"], name="reduce", **attrs)
+    inits = {"axes": np.array(axes, np.int64)} if axes_input else {}
+    return model([node], [value("x", list(shape))], [value("y", None)], inits, opset)
+
+
+def _float_run(g, x: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
+    from quantcore.runtime.float_exec import run
+
+    return run(g, {g.inputs[0]: x})[g.outputs[0]]
+
+
+@pytest.mark.parametrize("opset", [13, 17, 18, 20])
+@pytest.mark.parametrize("axes", [[2, 3], [-1, -2], [3, 2]])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_mean_over_h_and_w_is_global_average_pooling(
+    opset: int, axes: list[int], keepdims: int
+) -> None:
+    m = _reduction("ReduceMean", opset, axes, keepdims)
+    g = import_onnx(data(m))
+    if keepdims:
+        assert [(n.name, n.op) for n in g.nodes] == [("reduce", Op.GLOBAL_AVG_POOL)]
+    else:  # the pooled (2, 3, 1, 1) tensor, then the (2, 3) the node outputs
+        assert [(n.name, n.op) for n in g.nodes] == [
+            ("reduce", Op.GLOBAL_AVG_POOL),
+            ("reduce:squeeze", Op.RESHAPE),
+        ]
+        assert g.tensor("reduce:pooled").shape == (2, 3, 1, 1) and g.meta["synthesized"] == ("reduce:pooled",)
+    assert g.tensor("y").shape == ((2, 3, 1, 1) if keepdims else (2, 3))
+    x = rng().standard_normal((2, 3, 4, 5)).astype(np.float32)
+    (expected,) = run_ort(m, {"x": x})
+    np.testing.assert_allclose(_float_run(g, x), expected, rtol=1e-6, atol=1e-6)  # float sums in any order
+
+
+@pytest.mark.parametrize(("op", "ir_op"), [("ReduceMean", Op.AVG_POOL), ("ReduceMax", Op.MAX_POOL)])
+@pytest.mark.parametrize(("axes", "window"), [([2], (4, 1)), ([-1], (1, 5)), ([1, 3], (1, 5))])
+def test_reduction_over_one_spatial_axis_is_a_pool_over_that_whole_axis(
+    op: str, ir_op: Op, axes: list[int], window: tuple[int, int]
+) -> None:
+    # Axis 1 of size 1 counts as either: averaging or maximising one value changes nothing.
+    m = _reduction(op, 18, axes, 0, shape=(1, 1, 4, 5))
+    g = import_onnx(data(m))
+    pool, squeeze = g.nodes
+    assert (pool.op, squeeze.op) == (ir_op, Op.RESHAPE)
+    expected_attrs = {"kernel": window, "strides": window, "pads": (0, 0, 0, 0), "ceil_pads": (0, 0)}
+    assert dict(pool.attrs) == expected_attrs | ({"count_include_pad": False} if ir_op is Op.AVG_POOL else {})
+    x = rng().standard_normal((1, 1, 4, 5)).astype(np.float32)
+    (expected,) = run_ort(m, {"x": x})
+    assert g.tensor("y").shape == expected.shape
+    np.testing.assert_allclose(_float_run(g, x), expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [13, 18, 20])
+def test_reduce_max_over_h_and_w_and_global_max_pool_are_a_whole_map_max_pool(opset: int) -> None:
+    x = rng().standard_normal((1, 3, 4, 5)).astype(np.float32)
+    global_max = helper.make_node("GlobalMaxPool", ["x"], ["y"], name="reduce")
+    for m in (
+        _reduction("ReduceMax", opset, [2, 3], 1, shape=(1, 3, 4, 5)),
+        model([global_max], [value("x", [1, 3, 4, 5])], [value("y", None)], {}, opset),
+    ):
+        g = import_onnx(data(m))
+        (pool,) = g.nodes
+        assert pool.op is Op.MAX_POOL and pool.attrs["kernel"] == (4, 5) and pool.attrs["strides"] == (4, 5)
+        np.testing.assert_array_equal(_float_run(g, x), run_ort(m, {"x": x})[0])  # a maximum is exact
+
+
+def test_reduction_whose_axes_all_have_size_one_is_a_reshape() -> None:
+    g = import_onnx(data(_reduction("ReduceMean", 18, [2, 3], 0, shape=(1, 3, 1, 1))))
+    assert [(n.op, n.attrs["shape"]) for n in g.nodes] == [(Op.RESHAPE, (1, 3))]
+
+
+def test_cast_like_of_a_constant_to_an_activations_type_is_folded() -> None:
+    # torch's exporter without its optimizer: a conv bias made by Expand(CastLike(0.0, input), Shape(w)[0]).
+    w = rng().standard_normal((4, 1, 3, 3)).astype(np.float32)
+    nodes = [
+        helper.make_node("Shape", ["w"], ["out_channels"], start=0, end=1),
+        helper.make_node("CastLike", ["zero", "x"], ["zero_f"]),
+        helper.make_node("Expand", ["zero_f", "out_channels"], ["bias"]),
+        helper.make_node("Conv", ["x", "w", "bias"], ["y"], name="conv"),
+    ]
+    inits = {"w": w, "zero": np.array(0.0, np.float64)}
+    g = import_onnx(data(model(nodes, [value("x", [1, 1, 5, 5])], [value("y", None)], inits, 20)))
+    (conv,) = g.nodes
+    bias = g.constant(conv.inputs[2])
+    assert conv.op is Op.CONV2D and bias.dtype == np.float32 and np.array_equal(bias, np.zeros(4, np.float32))
+
+
+def test_every_shape_operator_torch_writes_folds_into_the_reshape() -> None:
+    # Shape, Gather, Unsqueeze, Range, Slice, Cast, ReduceProd, ConstantOfShape, Mul, Concat: the shape
+    # arithmetic of an export with a dynamic batch and without the exporter's optimizer, feeding Reshapes.
+    ones = helper.make_tensor("one", TensorProto.INT64, [1], [1])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "axis0"], ["n1"]),
+        helper.make_node("Range", ["one_s", "four_s", "one_s"], ["chw_index"]),
+        helper.make_node("Gather", ["shape", "chw_index"], ["chw"], axis=0),
+        helper.make_node("Cast", ["chw"], ["chw_f"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceProd", ["chw_f"], ["features_f"], keepdims=1),
+        helper.make_node("Cast", ["features_f"], ["features_i"], to=TensorProto.INT64),
+        helper.make_node("ConstantOfShape", ["axis0_len"], ["unit"], value=ones),
+        helper.make_node("Mul", ["features_i", "unit"], ["features"]),
+        helper.make_node("Concat", ["n1", "features"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["flat"], name="view"),
+        helper.make_node("Slice", ["shape", "zero_1", "one_1"], ["batch"]),
+        helper.make_node("Concat", ["batch", "minus_one"], ["target2"], axis=0),
+        helper.make_node("Reshape", ["flat", "target2"], ["y"], name="view2"),
+    ]
+    inits = {
+        "zero": np.array(0, np.int64),
+        "axis0": np.array([0], np.int64),
+        "axis0_len": np.array([1], np.int64),
+        "one_s": np.array(1, np.int64),
+        "four_s": np.array(4, np.int64),
+        "zero_1": np.array([0], np.int64),
+        "one_1": np.array([1], np.int64),
+        "minus_one": np.array([-1], np.int64),
+    }
+    m = model(nodes, [value("x", ["batch", 2, 3, 3])], [value("y", None)], inits, 20)
+    g = import_onnx(data(m), batch=2)
+    assert [(n.name, n.op, n.attrs["shape"]) for n in g.nodes] == [
+        ("view", Op.RESHAPE, (2, 18)),
+        ("view2", Op.RESHAPE, (2, 18)),
+    ]
+    assert set(g.tensors) == {"x", "flat", "y"}
