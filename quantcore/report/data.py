@@ -5,7 +5,7 @@
 one dict the HTML is rendered from and `fixpoint report --json` prints:
 
     {"format": "fixpoint-report", "version": 1, "generator", "title", "sources": {evaluation, verify, ...},
-     "summary": {top1_float, top1_int8, top1_drop_points, agreement, output_sqnr_db, worst_layer,
+     "summary": {classifier, top1_float, top1_int8, top1_drop_points, agreement, output_sqnr_db, worst_layer,
                  verdict ("pass" | "fail" | "error" | "not run"), target, cases, checked_bytes,
                  mismatched_bytes_total, flash_bytes, flash_budget, ram_bytes, ram_budget, arena_bytes,
                  scratch_bytes},
@@ -16,6 +16,8 @@ one dict the HTML is rendered from and `fixpoint report --json` prints:
 
 Figures that are not finite (the SQNR of an exact layer) follow the evaluation report's rule: null, and
 the object's "nonfinite" map says what they were ({"sqnr_db": "inf"}). In Python they are floats.
+"classifier" is the evaluation's (null without one): false for a model whose top-1 and agreement do
+not apply (quantcore/verify/report.py), whose four figures are then null here.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 import quantcore
 from quantcore.errors import InputError
-from quantcore.verify.report import EvaluationReport, ReportError
+from quantcore.verify.report import EvaluationReport, ReportError, classifier_of
 
 FORMAT = "fixpoint-report"
 VERSION = 1
@@ -151,6 +153,7 @@ def _summary(
         "model": ev.get("model"),
         "params_file": ev.get("params_file"),
         "samples": ev.get("samples"),
+        "classifier": classifier_of(dict(ev)) if evaluation is not None else None,
         **{key: restore(ev, key) for key in ("top1_float", "top1_int8", "top1_drop_points", "agreement")},
         "output_sqnr_db": restore(ev, "output_sqnr_db"),
         "worst_layer": worst["name"] if worst else None,

@@ -11,7 +11,12 @@ from quantcore.data import DataSet
 from quantcore.ir import Graph
 from quantcore.runtime import int8_exec
 from quantcore.runtime.onnx_float import to_ir_layout
-from quantcore.verify.metrics import ClassificationAccumulator, TensorAccumulator, output_sqnr_db
+from quantcore.verify.metrics import (
+    ClassificationAccumulator,
+    TensorAccumulator,
+    classifier_classes,
+    output_sqnr_db,
+)
 from quantcore.verify.report import EvaluationReport, LayerMetrics
 
 
@@ -32,6 +37,7 @@ def evaluate_graphs(
     layers = [n for n in qgraph.nodes if n.op.computes]
     accumulators = {n.name: TensorAccumulator(n.name) for n in layers}
     classes = ClassificationAccumulator()
+    classifier = is_classifier(qgraph)
     out_name = qgraph.outputs[0]
     float_outputs, int8_outputs = [], []
     input_name = qgraph.inputs[0]
@@ -44,21 +50,28 @@ def evaluate_graphs(
             accumulators[node.name].update(reference[out], int8_exec.dequantize_tensor(qgraph, out, q[out]))
         f_logits = reference[out_name].reshape(len(x), -1)
         q_logits = int8_exec.dequantize_tensor(qgraph, out_name, q[out_name]).reshape(len(x), -1)
-        classes.update(f_logits, q_logits, y)
+        if classifier:
+            classes.update(f_logits, q_logits, y)
         float_outputs.append(f_logits)
         int8_outputs.append(q_logits)
     return EvaluationReport(
         model=model,
         params_file=params_file,
         samples=len(data),
-        top1_float=classes.top1_float,
-        top1_int8=classes.top1_int8,
-        agreement=classes.agreement,
+        top1_float=classes.top1_float if classifier else None,
+        top1_int8=classes.top1_int8 if classifier else None,
+        agreement=classes.agreement if classifier else None,
+        classifier=classifier,
         output_sqnr_db=output_sqnr_db([np.concatenate(float_outputs)], [np.concatenate(int8_outputs)]),
         layers=[
             LayerMetrics.from_metrics(n.name, n.op.json_name, accumulators[n.name].result()) for n in layers
         ],
     )
+
+
+def is_classifier(graph: Graph) -> bool:
+    """Whether top-1 and arg-max agreement mean something for `graph` (the rule: metrics.py)."""
+    return classifier_classes([graph.tensor(name).shape for name in graph.outputs]) is not None
 
 
 def float_outputs(float_model: FloatModel, graph: Graph, data: DataSet, batch_size: int = 64) -> np.ndarray:

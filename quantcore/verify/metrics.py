@@ -25,10 +25,15 @@ evaluation can run over any number of batches and give the figures of one big ba
 the order of float64 additions (exactly equal when every partial sum is exact). The noise energy is summed
 from (f - q)^2 directly, never as f^2 - 2fq + q^2, which would cancel catastrophically when q is close to f.
 
-Per model: top1 and agreement take logits of shape (N, classes) - or (N, 1, 1, classes), everything after
-the batch axis is the class axis. Dequantized or raw int8 logits give the same arg-max (dequantization is
-increasing). Ties go to the lowest index (numpy's arg-max), as a firmware loop keeping the first maximum does;
-int8 logits tie far more often than float ones, which is part of the agreement being measured.
+Per model: top-1 and arg-max agreement mean something only for a classifier, and are reported only for
+one (`classifier_classes` states the rule): a model with one output whose value per sample is one vector
+of K >= 2 scores - (N, K), or (N, 1, 1, K): axes of size 1 aside - logits or Softmax probabilities alike.
+An output of image shape (an autoencoder's, a segmentation map), a single value per sample (a regression)
+or several outputs (a detector's heads) is not: the arg-max over all its values names no class. top1 and
+agreement take logits of shape (N, classes) - everything after the batch axis is the class axis.
+Dequantized or raw int8 logits give the same arg-max (dequantization is increasing). Ties go to the
+lowest index (numpy's arg-max), as a firmware loop keeping the first maximum does; int8 logits tie far
+more often than float ones, which is part of the agreement being measured.
 """
 
 from __future__ import annotations
@@ -161,6 +166,15 @@ def output_sqnr_db(float_outputs: Sequence[npt.ArrayLike], int8_outputs: Sequenc
     for index, (f, q) in enumerate(zip(float_outputs, int8_outputs, strict=True)):
         acc.merge(_accumulated("model outputs", f"output {index}", f, q))
     return acc.result().sqnr_db
+
+
+def classifier_classes(output_shapes: Sequence[Sequence[int]]) -> int | None:
+    """K when a model with these output shapes (batch first) is a classifier of K classes - one output,
+    one vector of K >= 2 values per sample, axes of size 1 aside - else None (see the module docstring)."""
+    if len(output_shapes) != 1:
+        return None
+    per_sample = [n for n in output_shapes[0][1:] if n != 1]
+    return per_sample[0] if len(per_sample) == 1 and per_sample[0] >= 2 else None
 
 
 def top1(logits: npt.ArrayLike, labels: npt.ArrayLike) -> float:

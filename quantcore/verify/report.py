@@ -12,6 +12,12 @@ there means "not measured" (top1_* without labels, psnr_db not computed). Evalua
 report back with the infinities restored.
 Top-1 and agreement are fractions (0..1); top1_drop_points is 100 * (top1_float - top1_int8).
 
+Classifiers only. "classifier" (true/false) says whether the model is one (quantcore/verify/metrics.py
+states the rule: one output, one vector of K >= 2 class scores per sample). For a model that is not,
+top1_float, top1_int8, top1_drop_points and agreement are absent - not null, which would read as "no
+labels given": they do not apply - and the table's summary says why. A report written before the key
+existed reads back as a classifier when it has an agreement.
+
 In CSV a float is written as Python prints it, so infinities are "inf" / "-inf" (float() and pandas read
 those back); an empty cell is "not measured". Both files are written atomically: a temporary file in the
 same folder, flushed and fsynced, then os.replace, so a reader never sees half a report.
@@ -41,6 +47,10 @@ CSV_COLUMNS = ("name", "op", "sqnr_db", "psnr_db", "cosine", "rel_l2", "max_abs"
 _LAYER_FLOATS = ("sqnr_db", "psnr_db", "cosine", "rel_l2", "max_abs")
 _HEADERS = ("layer", "op", "SQNR dB", "PSNR dB", "cosine", "rel L2", "max abs", "")
 _WORST = "<- worst"
+NOT_A_CLASSIFIER = (
+    "top-1, agreement: not measured (not a classifier: its output is not one vector of class scores per"
+    " sample)"
+)
 
 
 class ReportError(QuantcoreError):
@@ -95,11 +105,20 @@ class EvaluationReport:
     """Share of labelled samples the float model gets right; None without labels."""
     top1_int8: float | None
     """Same for the int8 network; None without labels."""
-    agreement: float
-    """Share of samples whose float and int8 arg-max agree."""
+    agreement: float | None
+    """Share of samples whose float and int8 arg-max agree; None when the model is not a classifier."""
     output_sqnr_db: float
     """SQNR over all model outputs together."""
     layers: list[LayerMetrics]
+    classifier: bool = True
+    """Whether the model is a classifier (metrics.classifier_classes); without, no top-1 nor agreement."""
+
+    def __post_init__(self) -> None:
+        measured = (self.agreement, self.top1_float, self.top1_int8)
+        if self.agreement is None if self.classifier else any(v is not None for v in measured):
+            raise ValueError(
+                "a classifier has an arg-max agreement (and top-1 with labels); another model none"
+            )
 
     @property
     def top1_drop_points(self) -> float | None:
@@ -119,18 +138,21 @@ class EvaluationReport:
 
     def to_dict(self) -> dict[str, Any]:
         worst = self.worst_layer
-        summary = {
-            "top1_float": self.top1_float,
-            "top1_int8": self.top1_int8,
-            "top1_drop_points": self.top1_drop_points,
-            "agreement": self.agreement,
-            "output_sqnr_db": self.output_sqnr_db,
-        }
+        summary: dict[str, float | None] = {}
+        if self.classifier:
+            summary.update(
+                top1_float=self.top1_float,
+                top1_int8=self.top1_int8,
+                top1_drop_points=self.top1_drop_points,
+                agreement=self.agreement,
+            )
+        summary["output_sqnr_db"] = self.output_sqnr_db
         return {
             "version": REPORT_VERSION,
             "model": self.model,
             "params_file": self.params_file,
             "samples": self.samples,
+            "classifier": self.classifier,
             **_json_numbers(summary),
             "worst_layer": None if worst is None else worst.name,
             "layers": [layer.to_dict() for layer in self.layers],
@@ -143,15 +165,17 @@ class EvaluationReport:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvaluationReport:
         numbers = _restore_numbers(data, ("top1_float", "top1_int8", "agreement", "output_sqnr_db"))
+        classifier = classifier_of(data)
         return cls(
             model=str(data["model"]),
             params_file=str(data["params_file"]),
             samples=int(data["samples"]),
-            top1_float=numbers["top1_float"],
-            top1_int8=numbers["top1_int8"],
-            agreement=_required(numbers, "agreement"),
+            top1_float=numbers["top1_float"] if classifier else None,
+            top1_int8=numbers["top1_int8"] if classifier else None,
+            agreement=_required(numbers, "agreement") if classifier else None,
             output_sqnr_db=_required(numbers, "output_sqnr_db"),
             layers=[LayerMetrics.from_dict(layer) for layer in data["layers"]],
+            classifier=classifier,
         )
 
     @classmethod
@@ -203,11 +227,15 @@ class EvaluationReport:
 
     def summary_lines(self) -> list[str]:
         drop = self.top1_drop_points
-        if self.top1_float is None or self.top1_int8 is None or drop is None:
-            top1 = "top-1: not measured (no labels given)"
+        if self.agreement is None:
+            classes = [NOT_A_CLASSIFIER]
+        elif self.top1_float is None or self.top1_int8 is None or drop is None:
+            classes = ["top-1: not measured (no labels given)"]
         else:
             top1 = f"top-1: float {_percent(self.top1_float)}, int8 {_percent(self.top1_int8)}"
-            top1 += f" (drop {drop:.2f} points)"
+            classes = [top1 + f" (drop {drop:.2f} points)"]
+        if self.agreement is not None:
+            classes.append(f"agreement float/int8: {_percent(self.agreement)}")
         worst = self.worst_layer
         if worst is not None:
             worst_line = f"worst layer: {worst.name} ({worst.op}), SQNR {format_db(worst.sqnr_db)} dB"
@@ -215,8 +243,7 @@ class EvaluationReport:
             worst_line = "worst layer: none (every layer exact)" if self.layers else "worst layer: no layers"
         return [
             f"model: {self.model}   params: {self.params_file}   samples: {self.samples}",
-            top1,
-            f"agreement float/int8: {_percent(self.agreement)}",
+            *classes,
             f"output SQNR: {format_db(self.output_sqnr_db)} dB",
             worst_line,
         ]
@@ -246,6 +273,15 @@ class EvaluationReport:
         console = Console(file=io.StringIO(), record=True, width=max(width, natural), color_system=None)
         console.print(table)
         return "".join(line.rstrip() + "\n" for line in console.export_text(styles=False).splitlines())
+
+
+def classifier_of(data: dict[str, Any]) -> bool:
+    """An evaluation report's "classifier"; a report written before the key existed was of a classifier
+    when it has an agreement (the module docstring)."""
+    classifier = data.get("classifier", "agreement" in data)
+    if not isinstance(classifier, bool):
+        raise TypeError(f"'classifier' must be true or false, not {classifier!r}")
+    return classifier
 
 
 def _json_numbers(values: dict[str, float | None]) -> dict[str, Any]:

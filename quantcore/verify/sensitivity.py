@@ -14,6 +14,11 @@ two, |dL/dy| times the layer's quantization step over sqrt(12) (the RMS of round
 the first-order estimate of the loss change (Taylor), and needs no extra runs.
 
 Cost: one float run of the whole graph per batch, then per layer only the nodes downstream of it.
+
+Top-1 drops and the gradient ranking are for classifiers only (the rule: quantcore/verify/metrics.py):
+for another model (an autoencoder) the arg-max of its output names no class, so neither the top-1 it
+moves nor a cross-entropy loss on it means anything. Its layers are ranked by output SQNR alone, and the
+table says why the other columns are missing.
 """
 
 from __future__ import annotations
@@ -33,10 +38,15 @@ from quantcore.ir import Graph, Node, Op
 from quantcore.kernels.requantize import Rounding
 from quantcore.runtime import float_exec, int8_exec
 from quantcore.runtime.onnx_float import to_ir_layout
+from quantcore.verify.evaluate import is_classifier
 from quantcore.verify.metrics import ClassificationAccumulator, output_sqnr_db
 from quantcore.verify.report import format_db, json_db, write_atomically
 
 REPORT_VERSION = 1
+NOT_A_CLASSIFIER = (
+    "not a classifier (its output is not one vector of class scores per sample): no top-1 drop, no"
+    " gradient ranking"
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,8 @@ class SensitivityReport:
     output_sqnr_db: float
     """Output SQNR with every layer quantized, on the same samples."""
     layers: list[LayerSensitivity] = field(default_factory=list)
+    classifier: bool = True
+    """Whether the model is a classifier: without, no top-1 drops nor gradient ranking (module docstring)."""
 
     def ranking(self, by: str = "sqnr") -> list[LayerSensitivity]:
         """Most sensitive first: by the lone-layer output SQNR (lowest first) or by gradient (largest).
@@ -92,6 +104,7 @@ class SensitivityReport:
             "model": self.model,
             "params_file": self.params_file,
             "samples": self.samples,
+            "classifier": self.classifier,
             "output_sqnr_db": json_db(self.output_sqnr_db),
             "ranking": {
                 by: [layer.name for layer in self.ranking(by)]
@@ -133,6 +146,8 @@ class SensitivityReport:
         )
         if worst is not None:
             summary += f"; most sensitive alone: {worst.name} ({format_db(worst.output_sqnr_db)} dB)"
+        if not self.classifier:
+            summary += "\n" + NOT_A_CLASSIFIER
         return "\n".join([*lines, "", summary])
 
 
@@ -159,6 +174,7 @@ def layer_sensitivity(
     reference: list[np.ndarray] = []
     alone: dict[str, list[np.ndarray]] = {n.name: [] for n in layers}
     classes = {n.name: ClassificationAccumulator() for n in layers}
+    classifier = is_classifier(float_graph)
     full: list[np.ndarray] = []
     input_name = float_graph.inputs[0]
     for start in range(0, len(data), batch_size):
@@ -171,13 +187,14 @@ def layer_sensitivity(
             q_out = _with_one_layer_quantized(float_graph, qgraph, node, env, sources, rounding)
             q_out = q_out.reshape(len(x), -1)
             alone[node.name].append(q_out)
-            classes[node.name].update(f_out, q_out, y)
+            if classifier:
+                classes[node.name].update(f_out, q_out, y)
         q_env = int8_exec.run(qgraph, int8_exec.quantize_inputs(qgraph, {input_name: x}))
         full.append(int8_exec.dequantize_tensor(qgraph, out_name, q_env[out_name]).reshape(len(x), -1))
     ref = [np.concatenate(reference)]
     results = []
     for node in layers:
-        drop = classes[node.name].top1_float, classes[node.name].top1_int8
+        drop = (classes[node.name].top1_float, classes[node.name].top1_int8) if classifier else (None, None)
         step = _step(qgraph, node)
         gradient = None if gradients is None else gradients.get(node.name)
         results.append(
@@ -192,7 +209,7 @@ def layer_sensitivity(
             )
         )
     return SensitivityReport(
-        model, params_file, len(data), output_sqnr_db(ref, [np.concatenate(full)]), results
+        model, params_file, len(data), output_sqnr_db(ref, [np.concatenate(full)]), results, classifier
     )
 
 
@@ -232,7 +249,10 @@ def gradient_magnitudes(float_graph: Graph, data: DataSet, batch_size: int = 64)
 
     The loss is the cross-entropy of the graph's output against the labels, or against the float
     model's own arg-max without labels - the answers a perfect int8 network would reproduce. A graph that
-    ends in a softmax gives probabilities: the loss then takes their logarithm."""
+    ends in a softmax gives probabilities: the loss then takes their logarithm. Empty for a model that is
+    not a classifier (the module docstring says why)."""
+    if not is_classifier(float_graph):
+        return {}
     import torch
 
     from quantcore.qat.ops import OPS
