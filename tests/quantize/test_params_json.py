@@ -239,7 +239,9 @@ def _properties_without_description(node: Any, where: str = "#") -> list[str]:
     found = [
         f"{where}/properties/{name}"
         for name, sub in node.get("properties", {}).items()
-        if isinstance(sub, dict) and "description" not in sub and where.split("/")[-1] not in ("if", "then")
+        if isinstance(sub, dict)
+        and "description" not in sub
+        and where.split("/")[-1] not in ("if", "then", "else")
     ]
     for key, sub in node.items():
         found += _properties_without_description(sub, f"{where}/{key}")
@@ -247,7 +249,7 @@ def _properties_without_description(node: Any, where: str = "#") -> list[str]:
 
 
 def test_every_property_of_the_schema_has_a_description() -> None:
-    # Editors show these on hover; conditions (if/then) only narrow properties described elsewhere.
+    # Editors show these on hover; conditions (if/then/else) only narrow properties described elsewhere.
     assert _properties_without_description(params_checks.schema()) == []
 
 
@@ -568,7 +570,20 @@ RULES = [
     case(
         "fixed-is-a-tensor-method-only",
         {"calibration/method": "fixed"},
-        '$.calibration.method: must be one of "minmax", "percentile", "entropy", "mse", got "fixed"',
+        '$.calibration.method: must be one of "minmax", "percentile", "entropy", "mse", "imported", got "fixed"',
+    ),
+    case(
+        "imported-means-no-samples",
+        {"calibration/method": "imported"},
+        "$.calibration.samples: must be 0, got 1000",
+    ),
+    case(
+        "imported-is-not-a-layer-method",
+        {"calibration/per_layer": {"conv1": "imported"}},
+        '$.calibration.per_layer.conv1: must be one of "minmax", "percentile", "entropy", "mse", got "imported"',
+    ),
+    case(
+        "calibrated-means-samples", {"calibration/samples": 0}, "$.calibration.samples: must be >= 1, got 0"
     ),
     case(
         "percentile-unused",
