@@ -17,13 +17,17 @@ import numpy as np
 from quantcore.codegen import plan as P
 from quantcore.codegen.arena import ArenaPlan, align_up, plan_arena, tensor_bytes
 from quantcore.codegen.errors import CodegenError
-from quantcore.codegen.names import Symbols
+from quantcore.codegen.names import IDENTIFIER_MAX, NAME_PART, Symbols, c_identifier
 from quantcore.ir import DType, Graph, Node, Op
 from quantcore.targets.cores import Core
 
 CTYPES = {DType.INT8: "int8_t", DType.INT16: "int16_t", DType.INT32: "int32_t", DType.INT64: "int64_t"}
 _ITEMSIZE = {"int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
 _MAX_ALIGNMENT = 4096
+PREFIX_MAX = 24
+"""Characters of --prefix: it starts every global identifier, which stays within IDENTIFIER_MAX."""
+_LONGEST_SUFFIX = len("_multiplier")
+"""The longest suffix a layer's constants add to `<prefix>_<layer symbol>`."""
 
 
 @dataclass
@@ -36,14 +40,21 @@ class _Lowering:
     tensors: Mapping[str, P.TensorBuffer]
     constants: list[P.ConstBuffer] = field(default_factory=list)
 
-    def constant(self, symbol: str, ctype: str, values: Any, description: str) -> str:
+    def constant(self, symbol: str, ctype: str, values: Any, layer: str, description: str) -> str:
         """Emit a constant array, padded with zeros to a multiple of the alignment; returns its symbol."""
         flat = tuple(int(v) for v in np.asarray(values).reshape(-1))
         item = _ITEMSIZE[ctype]
         padded = align_up(max(len(flat), 1) * item, max(self.alignment, item)) // item
         name = f"{self.prefix}_{symbol}"
         buffer = P.ConstBuffer(
-            name, ctype, flat + (0,) * (padded - len(flat)), len(flat), padded, self.alignment, description
+            name,
+            ctype,
+            flat + (0,) * (padded - len(flat)),
+            len(flat),
+            padded,
+            self.alignment,
+            description,
+            layer,
         )
         self.constants.append(buffer)
         return name
@@ -57,8 +68,7 @@ def lower(graph: Graph, *, prefix: str = "model", core: Core = Core.CORTEX_M4, a
     _check_settings(graph, prefix, alignment)
     arena = plan_arena(graph, alignment)
     ctx = _Lowering(graph, prefix, alignment, _tensor_buffers(graph, arena))
-    symbols = Symbols()
-    layers = tuple(_layer(ctx, index, node, symbols) for index, node in enumerate(graph.nodes))
+    layers = tuple(_layer(ctx, index, node) for index, node in enumerate(graph.nodes))
     return P.Plan(
         prefix=prefix,
         graph_name=graph.name,
@@ -79,6 +89,11 @@ def lower(graph: Graph, *, prefix: str = "model", core: Core = Core.CORTEX_M4, a
 def _check_settings(graph: Graph, prefix: str, alignment: int) -> None:
     if not prefix.isidentifier() or not prefix.isascii():
         raise CodegenError(f"prefix {prefix!r} is not a C identifier; use letters, digits and _")
+    if len(prefix) > PREFIX_MAX:
+        raise CodegenError(
+            f"prefix {prefix!r} has {len(prefix)} characters; give at most {PREFIX_MAX} (it starts every"
+            f" generated identifier, which must stay within {IDENTIFIER_MAX} characters)"
+        )
     if alignment < 1 or alignment > _MAX_ALIGNMENT or alignment & (alignment - 1):
         raise CodegenError(f"alignment {alignment} must be a power of two from 1 to {_MAX_ALIGNMENT}")
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
@@ -146,8 +161,12 @@ def _requantize_functions(layers: tuple[P.Layer, ...]) -> tuple[P.RequantizeFunc
 # -- layers ---------------------------------------------------------------------------------------
 
 
-def _layer(ctx: _Lowering, index: int, node: Node, symbols: Symbols) -> P.Layer:
-    symbol = symbols.unique(f"l{index}_{node.name}")
+def _layer(ctx: _Lowering, index: int, node: Node) -> P.Layer:
+    # <prefix>_l<index>_<name>_multiplier within IDENTIFIER_MAX; the index makes it unique, and the name
+    # part is c_identifier(name) whole for the default prefix (the language server finds layers by it).
+    lead = f"l{index}_"
+    room = IDENTIFIER_MAX - len(ctx.prefix) - 1 - len(lead) - _LONGEST_SUFFIX
+    symbol = lead + c_identifier(node.name, min(NAME_PART, room))
     lowerer = _MOVES.get(node.op) or _KERNELS.get(str(node.attr("kernel")))
     if lowerer is None:
         raise CodegenError(
@@ -182,21 +201,22 @@ def _bias(ctx: _Lowering, node: Node, symbol: str, channels: int, wide: bool) ->
     ctype = "int64_t" if wide else "int32_t"
     name = node.inputs[2] if len(node.inputs) > 2 else ""
     values = ctx.graph.constant(name) if name else np.zeros(channels, np.int64)
-    return ctx.constant(f"{symbol}_bias", ctype, values, f"{node.name} bias ({channels},) {ctype}")
+    return ctx.constant(f"{symbol}_bias", ctype, values, node.name, f"bias ({channels},) {ctype}")
 
 
 def _weights(ctx: _Lowering, node: Node, symbol: str, layout: str) -> tuple[str, tuple[int, ...]]:
     w = ctx.graph.constant(node.inputs[1])
     if w.dtype != np.int8:
         raise CodegenError(f"layer {node.name!r}: weights {node.inputs[1]!r} are {w.dtype}, not int8")
-    description = f"{node.name} weights {tuple(w.shape)} {layout} int8"
-    return ctx.constant(f"{symbol}_weights", "int8_t", w, description), tuple(int(d) for d in w.shape)
+    description = f"weights {tuple(w.shape)} {layout} int8"
+    symbol = ctx.constant(f"{symbol}_weights", "int8_t", w, node.name, description)
+    return symbol, tuple(int(d) for d in w.shape)
 
 
 def _per_channel(ctx: _Lowering, node: Node, symbol: str, p: Mapping[str, Any]) -> tuple[str, str]:
     count = len(p["multiplier"])
-    mult = ctx.constant(f"{symbol}_multiplier", "int32_t", p["multiplier"], f"{node.name} Q31 multipliers")
-    shift = ctx.constant(f"{symbol}_shift", "int32_t", p["shift"], f"{node.name} shifts ({count},)")
+    mult = ctx.constant(f"{symbol}_multiplier", "int32_t", p["multiplier"], node.name, "Q31 multipliers")
+    shift = ctx.constant(f"{symbol}_shift", "int32_t", p["shift"], node.name, f"shifts ({count},)")
     return mult, shift
 
 

@@ -62,6 +62,9 @@ class ConstBuffer:
     alignment: int
     """Byte alignment of the array (and padded_length * element size is a multiple of it)."""
     description: str
+    """What it holds, e.g. "weights (8, 3, 3, 1) OHWI int8"."""
+    layer: str = ""
+    """The full name of the layer it belongs to (the comment shows it; the symbol is cut short)."""
 
     def rows(self, per_row: int = 16) -> list[tuple[int, ...]]:
         return [self.values[i : i + per_row] for i in range(0, len(self.values), per_row)]
@@ -309,7 +312,7 @@ class Layer:
     index: int
     name: str
     symbol: str
-    """A C identifier unique in the program (l<index>_<sanitised name>)."""
+    """A C identifier unique in the program: l<index>_<the name's c_identifier, cut short>."""
     op: str
     inputs: tuple[TensorBuffer, ...]
     output: TensorBuffer
