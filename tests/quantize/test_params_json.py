@@ -570,7 +570,8 @@ RULES = [
     case(
         "fixed-is-a-tensor-method-only",
         {"calibration/method": "fixed"},
-        '$.calibration.method: must be one of "minmax", "percentile", "entropy", "mse", "imported", got "fixed"',
+        '$.calibration.method: must be one of "minmax", "percentile", "entropy", "mse", "imported",'
+        ' got "fixed"',
     ),
     case(
         "imported-means-no-samples",
@@ -580,7 +581,8 @@ RULES = [
     case(
         "imported-is-not-a-layer-method",
         {"calibration/per_layer": {"conv1": "imported"}},
-        '$.calibration.per_layer.conv1: must be one of "minmax", "percentile", "entropy", "mse", got "imported"',
+        '$.calibration.per_layer.conv1: must be one of "minmax", "percentile", "entropy", "mse",'
+        ' got "imported"',
     ),
     case(
         "calibrated-means-samples", {"calibration/samples": 0}, "$.calibration.samples: must be >= 1, got 0"
