@@ -449,8 +449,6 @@ def check_same_model(model: LoadedModel, document: Mapping[str, Any], params_fil
 
 def first_input_shape(model: LoadedModel) -> tuple[int, ...]:
     """The model's input shape in its own layout (as data sets are given), batch first."""
-    name = model.graph.inputs[0]
-    shape = model.graph.tensor(name).shape
-    if model.graph.meta.get("model_layout") == "NHWC":  # a .tflite: its own layout is the IR's
-        return tuple(shape)
-    return tuple(shape[i] for i in (0, 3, 1, 2)) if len(shape) == 4 else tuple(shape)
+    from quantcore.passes.io_layout import model_shape
+
+    return model_shape(model.graph, model.graph.inputs[0])

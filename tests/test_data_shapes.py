@@ -322,11 +322,6 @@ def test_quantize_and_evaluate_refuse_nhwc_data_for_an_nchw_model(
         assert capsys.readouterr().err == f"fixpoint {command[0]}: {bad}: {NHWC_FOR_NCHW}\n"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pipeline.first_input_shape transposes every 4-D input to NCHW; it must return"
-    " io_layout.model_shape(graph, graph.inputs[0]), the model file's own shape",
-)
 def test_an_nhwc_model_takes_its_own_layout(tmp_path: Path) -> None:
     """The shape the commands pass (pipeline.first_input_shape) is the model's own: NHWC for an NHWC
     model, so its NHWC data loads as it is and its NCHW data is refused."""

@@ -21,6 +21,7 @@ from quantcore.display import quoted, shown
 from quantcore.errors import ModelError, UnsupportedError
 from quantcore.importers._tflite_read import TflModel, TflOperator, TflTensor
 from quantcore.ir import Activation, DType, Graph, Layout, Node, Op, QuantParams, Tensor
+from quantcore.passes.io_layout import MODEL_LAYOUTS
 from quantcore.quantize.params import activation_range
 
 _ACTIVATIONS: Mapping[int, tuple[Activation, tuple[float, float] | None]] = {
@@ -88,7 +89,8 @@ def translate(model: TflModel) -> Graph:
         "format": "tflite",
         "qdq": state.quantized,
         "layout": "NHWC",
-        "model_layout": "NHWC",
+        # TFLite's own layout is the firmware's: an application writes the model's values unchanged.
+        MODEL_LAYOUTS: {n: "NHWC" for n in (*inputs, *outputs) if len(state.tensors[n].shape) == 4},
         "synthesized": tuple(state.synthesized),
     }
     graph = Graph("model", state.tensors, tuple(state.nodes), tuple(inputs), tuple(outputs), meta)

@@ -21,7 +21,8 @@ import numpy as np
 
 from quantcore.display import said
 from quantcore.errors import ModelError
-from quantcore.ir import Graph, Layout
+from quantcore.ir import Graph
+from quantcore.passes import io_layout
 from quantcore.runtime import float_exec
 
 Array = np.ndarray
@@ -128,9 +129,8 @@ def _as_is(graph: Graph, name: str, value: Array) -> Array:
 
 
 def _transposed(graph: Graph, name: str, value: Array) -> bool:
-    """A 4-D NHWC tensor of a model whose own layout is NCHW (a .tflite's is NHWC already)."""
-    own = graph.meta.get("model_layout", "NCHW")
-    return own != "NHWC" and graph.tensor(name).layout is Layout.NHWC and value.ndim == 4
+    """A 4-D value the model file gives as NCHW while the IR holds it NHWC (quantcore.passes.io_layout)."""
+    return io_layout.transposed(graph, name) and value.ndim == 4
 
 
 def to_ir_layout(graph: Graph, name: str, value: Array) -> Array:
