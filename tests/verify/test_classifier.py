@@ -130,6 +130,9 @@ def test_the_report_says_not_a_classifier(
     assert summaries["cnn"]["classifier"] is True and summaries["cnn"]["agreement"] is not None
     assert summaries["autoencoder"]["classifier"] is False
     assert [summaries["autoencoder"][key] for key in sorted(CLASSIFIER_KEYS)] == [None] * 4
+    html = tmp_path / "autoencoder.html"
+    assert main(["report", "--evaluation", str(tmp_path / "autoencoder.json"), "-o", str(html)]) == 0
+    assert "not a classifier: no top-1 or agreement" in html.read_text()
 
 
 def test_sensitivity_ranks_an_autoencoder_by_sqnr_alone(
