@@ -46,7 +46,10 @@ def add_arguments(p: argparse.ArgumentParser, model: bool = True) -> None:
         "--cmsis-nn", dest="cmsis_nn", help="CMSIS-NN checkout (default: [cmsis_nn] path, env, cache)"
     )
     p.add_argument(
-        "--timeout", type=_args.TIMEOUT, default=60.0, help="seconds the firmware may run (default 60)"
+        "--timeout",
+        type=_args.TIMEOUT,
+        default=None,
+        help="seconds the firmware may run (default: 60 + 10 per test case per 250 KB of firmware flash)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 

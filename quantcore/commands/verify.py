@@ -42,7 +42,7 @@ def _verify(args: argparse.Namespace, board: bool) -> int:
             print(f"memory (checked before flashing): {memory.format()}", flush=True)
         metrics = [] if getattr(args, "no_float_metrics", False) else fw.float_metrics(model, cases)
         report = verify.verify_run(
-            model.qgraph, cases, firmware, _executor(ctx, firmware, board, link), memory, metrics
+            model.qgraph, cases, firmware, _executor(ctx, firmware, board, link, memory), memory, metrics
         )
     print(json.dumps(report.to_dict()) if args.json else verify.format_table(report))
     return fw.EXIT_PASS if report.comparison.passed else fw.EXIT_FAIL
@@ -72,12 +72,15 @@ def _board_link(ctx: fw.Context, stack: contextlib.ExitStack) -> Any:
     return link
 
 
-def _executor(ctx: fw.Context, firmware: Any, board: bool, link: Any) -> Any:
+def _executor(ctx: fw.Context, firmware: Any, board: bool, link: Any, memory: Any) -> Any:
     from quantcore.targets import board as board_route
     from quantcore.targets.run import run_firmware
     from quantcore.targets.target import Kind
+    from quantcore.targets.verify import default_timeout
 
     timeout = ctx.args.timeout
+    if timeout is None:
+        timeout = default_timeout(memory.flash if memory else None, firmware.cases)
     if not board:
         return lambda expect: run_firmware(firmware, timeout, expect)
     if ctx.target.kind is Kind.QEMU:

@@ -92,7 +92,7 @@ def run_process(
     if done.ending is process.Ending.TIMEOUT:
         raise FirmwareTimeout(
             f"{channel}: the firmware timed out after {timeout:g} s (a hang, or a model too slow for the "
-            f"timeout); last output: {_tail(text)}"
+            f"timeout: give it longer with --timeout SECONDS); last output: {_tail(text)}"
         )
     if done.ending is process.Ending.LIMIT:
         raise FirmwareOutputLimit.on(channel, _tail(text))

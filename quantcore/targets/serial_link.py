@@ -115,7 +115,8 @@ class SerialLink:
                 raise FirmwareOutputLimit.on(f"serial port {shown(self.url)}", _tail(received))
         raise FirmwareTimeout(
             f"serial port {shown(self.url)}: timed out after {overall or timeout:g} s waiting for "
-            f"'{protocol.END}' (received {len(received)} bytes; last: {_tail(received)})"
+            f"'{protocol.END}' (received {len(received)} bytes; last: {_tail(received)}); a model too slow"
+            " for the timeout needs a longer one: --timeout SECONDS"
         )
 
 

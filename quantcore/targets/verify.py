@@ -31,6 +31,18 @@ from quantcore.targets.run import RunResult
 
 DEFAULT_SEED = 0
 DEFAULT_CASES = 4
+TIMEOUT_BASE_S = 60.0
+"""What any firmware gets: starting QEMU or flashing, and a small model's cases."""
+SECONDS_PER_CASE_BYTE = 1 / 25_000
+"""Run time grows with the image: a case runs every weight once, and the flash image is mostly weights.
+Measured on QEMU: a 250 KB model with 10 cases took 29-52 s, at worst 5.2 s per case per 250 KB; this
+allows 10 s per case per 250 KB of flash, twice that."""
+
+
+def default_timeout(flash_bytes: int | None, cases: int) -> float:
+    """The seconds a firmware may run when --timeout is not given:
+    TIMEOUT_BASE_S + cases x flash bytes x SECONDS_PER_CASE_BYTE (60 s + 10 s per case per 250 KB)."""
+    return TIMEOUT_BASE_S + cases * (flash_bytes or 0) * SECONDS_PER_CASE_BYTE
 
 
 @dataclass(frozen=True)

@@ -266,3 +266,24 @@ def test_sources_that_state_no_contract_are_refused_with_what_to_do(tmp_path: Pa
         " MODEL_INPUT_TYPE: it does not state how to write the input;"
         " regenerate the model (`fixpoint generate`)"
     )
+
+
+def test_the_default_timeout_scales_with_the_image_and_the_cases() -> None:
+    from quantcore.targets.verify import default_timeout
+
+    # 60 s + 10 s per case per 250 KB: the 250 KB model with 10 cases that needed up to 52 s gets 160 s.
+    assert default_timeout(250_000, 10) == 160.0
+    assert default_timeout(20_000, 4) == 63.2
+    assert default_timeout(None, 4) == 60.0
+
+
+def test_a_timeout_names_the_option_that_gives_more_time(tmp_path: Path) -> None:
+    from quantcore.targets.errors import FirmwareTimeout
+    from quantcore.targets.run import run_process
+
+    with pytest.raises(FirmwareTimeout) as caught:
+        run_process(["sleep", "5"], "sleeper", 0.5, None)
+    assert str(caught.value) == (
+        "sleeper: the firmware timed out after 0.5 s (a hang, or a model too slow for the timeout: give it"
+        " longer with --timeout SECONDS); last output: (none)"
+    )
