@@ -197,14 +197,31 @@ def cases(ctx: Context, model: Model | None, src: Path) -> Any:
     return verify.Cases(values.astype(np.int8), f"random (seed {ctx.args.seed})")
 
 
-def build(ctx: Context, src: Path, test_cases: Any, channel: Any = None) -> Any:
+def build(ctx: Context, src: Path, test_cases: Any, channel: Any = None) -> tuple[Any, Any]:
+    """The firmware and the cases it embeds. Without --cases, cases that would overflow the target's
+    flash are cut to the number that fits (the linker's overflow / one input's bytes), with a note."""
     from quantcore.targets.build import BuildRequest, build_firmware, read_header
+    from quantcore.targets.errors import TestInputsOverflow
 
     read_header(src)
-    request = BuildRequest(
-        ctx.target, src, ctx.build_dir, test_cases.as_bytes(), checkout(ctx), ctx.rounding, channel
-    )
-    return build_firmware(request)
+    nn = checkout(ctx)
+
+    def attempt(cases: Any) -> Any:
+        request = BuildRequest(ctx.target, src, ctx.build_dir, cases.as_bytes(), nn, ctx.rounding, channel)
+        return build_firmware(request)
+
+    try:
+        return attempt(test_cases), test_cases
+    except TestInputsOverflow as exc:
+        if ctx.args.cases is not None:
+            raise
+        kept = test_cases.head(exc.fit)
+        print(
+            f"fixpoint: note: {len(test_cases.quantized)} test inputs do not fit {ctx.target.name}'s flash;"
+            f" using the first {exc.fit} (--cases N sets the number)",
+            file=sys.stderr,
+        )
+        return attempt(kept), kept
 
 
 def audit(ctx: Context, firmware: Any) -> Any:

@@ -30,7 +30,7 @@ def _build(args: argparse.Namespace) -> int:
     model = fw.load_model(ctx, required=False)
     src = fw.sources(ctx, model)
     cases = fw.cases(ctx, model, src)
-    firmware = fw.build(ctx, src, cases, Channel(args.channel) if args.channel else None)
+    firmware, cases = fw.build(ctx, src, cases, Channel(args.channel) if args.channel else None)
     report = fw.audit(ctx, firmware)
     if args.json:
         print(json.dumps({

@@ -36,7 +36,7 @@ def _verify(args: argparse.Namespace, board: bool) -> int:
         assert model is not None
         src = fw.sources(ctx, model)
         cases = fw.cases(ctx, model, src)
-        firmware = fw.build(ctx, src, cases, Channel.UART if board else None)
+        firmware, cases = fw.build(ctx, src, cases, Channel.UART if board else None)
         memory = fw.audit(ctx, firmware)
         if board and not args.json:
             print(f"memory (checked before flashing): {memory.format()}", flush=True)

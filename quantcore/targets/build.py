@@ -18,7 +18,7 @@ from pathlib import Path
 from quantcore import cmsis_nn, limits, untrusted
 from quantcore.kernels.requantize import Rounding
 from quantcore.targets import process
-from quantcore.targets.errors import BudgetError, FirmwareBuildError, SettingError
+from quantcore.targets.errors import BudgetError, FirmwareBuildError, SettingError, TestInputsOverflow
 from quantcore.targets.render import render, write_text
 from quantcore.targets.target import Kind, Target
 from quantcore.targets.toolchain import Toolchain, require_toolchain
@@ -184,10 +184,37 @@ def build_firmware(request: BuildRequest) -> Firmware:
     out = request.build_dir / ("firmware" if not target.cross else "firmware.elf")
     command = [chain.cc, *_cflags(request), f"-I{request.src}", f"-I{request.checkout.include_dir}"]
     command += [*map(str, sources), *_link_flags(target, channel, harness_dir), str(library), "-lm"]
-    _run([*command, "-o", str(out)], f"building the firmware for {target.name}")
+    try:
+        _run([*command, "-o", str(out)], f"building the firmware for {target.name}")
+    except BudgetError as exc:
+        raise _inputs_overflow(request, header, exc) from None
     if chain.cross:
         _run([chain.objcopy, "-O", "ihex", str(out), str(out.with_suffix(".hex"))], "writing the .hex image")
     return Firmware(target, channel, out, header, len(request.inputs), request.model, chain)
+
+
+_FLASH_OVERFLOW = re.compile(r"region [`']FLASH' overflowed by (\d+) bytes")
+
+
+def _inputs_overflow(request: BuildRequest, header: ModelHeader, exc: BudgetError) -> BudgetError:
+    """When dropping test inputs would make the firmware fit, say so and how many fit; else `exc`.
+
+    The test inputs are const arrays in flash (vectors.c): the linker's overflow in bytes, divided by one
+    input's bytes and rounded up, is how many must go."""
+    match = _FLASH_OVERFLOW.search(str(exc))
+    count, each = len(request.inputs), header.input_bytes
+    if match is None or request.application or each == 0:
+        return exc
+    over = int(match.group(1))
+    fit = count - -(-over // each)
+    if fit < 1:
+        return exc  # the model itself (with one input) does not fit: the linker's message says why
+    return TestInputsOverflow(
+        f"building the firmware for {request.target.name}: its {count} test inputs ({count} x {each} bytes,"
+        f" embedded in flash) overflow the target's flash by {over} bytes; {fit} fit: give --cases {fit}"
+        " (or fewer)",
+        fit,
+    )
 
 
 def _model_sources(src: Path) -> list[Path]:

@@ -31,6 +31,16 @@ class BudgetError(TargetError):
     """The firmware does not fit the flash or RAM budget; raised before anything is flashed."""
 
 
+class TestInputsOverflow(BudgetError):
+    """The firmware would fit but for its embedded test inputs; `fit` of them would."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    def __init__(self, message: str, fit: int) -> None:
+        super().__init__(message)
+        self.fit = fit
+
+
 class FirmwareTimeout(TargetError):
     """The firmware did not finish its transcript within the timeout (a hang, or output lost)."""
 

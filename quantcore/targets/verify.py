@@ -53,6 +53,9 @@ class Cases:
     source: str
     """What they came from: a data set's path, or "random (seed 0)"."""
 
+    def head(self, count: int) -> Cases:
+        return Cases(self.quantized[:count], self.source)
+
     def as_bytes(self) -> list[bytes]:
         return [np.ascontiguousarray(case).tobytes() for case in self.quantized]
 

@@ -287,3 +287,63 @@ def test_a_timeout_names_the_option_that_gives_more_time(tmp_path: Path) -> None
         "sleeper: the firmware timed out after 0.5 s (a hang, or a model too slow for the timeout: give it"
         " longer with --timeout SECONDS); last output: (none)"
     )
+
+
+def _tiny_flash_project(folder: Path, flash: str) -> Path:
+    (folder / "fixpoint.toml").write_text(
+        f'[board]\ncore = "cortex-m4"\nflash_size = "{flash}"\nram_size = "256K"\n'
+    )
+    return folder / "fixpoint.toml"
+
+
+def test_test_inputs_that_overflow_flash_are_named_with_the_cases_that_fit(
+    cross: cmsis_nn.CmsisNn,
+    maxpool_files: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A board whose 64 KB flash holds the fixture firmware (~30 KB) but not 2,000 inputs of 32 bytes: the
+    message says the inputs overflowed and which --cases fits; without --cases the fitting number is used."""
+    from tests.targets.models import MAXPOOL_SRC
+
+    model, params = maxpool_files
+    project = _tiny_flash_project(tmp_path, "64K")
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(2000, 2, 4, 4)).astype(np.float32))
+    argv = ["build", "--project", str(project), "--target", "board", "--model", str(model), "--params"]
+    argv += [str(params), "--src", str(MAXPOOL_SRC), "--data", str(tmp_path / "x.npy"), "--build-dir"]
+    code = cli.main([*argv, str(tmp_path / "b1"), "--cases", "2000"])
+    err = capsys.readouterr().err
+    found = re.fullmatch(
+        r"fixpoint build: building the firmware for board: its 2000 test inputs \(2000 x 32 bytes,"
+        r" embedded in flash\) overflow the target's flash by (\d+) bytes; (\d+) fit:"
+        r" give --cases (\d+) \(or fewer\)\n",
+        err,
+    )
+    assert code == 1 and found, err
+    over, fit = int(found.group(1)), int(found.group(2))
+    assert found.group(3) == str(fit) and fit == 2000 - -(-over // 32)
+    code = cli.main([*argv, str(tmp_path / "b2"), "--json"])
+    out, err = capsys.readouterr()
+    assert err == (
+        f"fixpoint: note: 2000 test inputs do not fit board's flash; using the first {fit} (--cases N sets"
+        " the number)\n"
+    )
+    report = json.loads(out)
+    assert code == 0 and report["cases"] == fit and report["flash_bytes"] <= 64 * 1024
+
+
+def test_a_model_too_big_for_flash_keeps_the_linkers_message(
+    cross: cmsis_nn.CmsisNn,
+    maxpool_files: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.targets.models import MAXPOOL_SRC
+
+    model, params = maxpool_files
+    project = _tiny_flash_project(tmp_path, "4K")
+    argv = ["build", "--project", str(project), "--target", "board", "--model", str(model), "--params"]
+    code = cli.main([*argv, str(params), "--src", str(MAXPOOL_SRC), "--build-dir", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert code == 1 and "the firmware does not fit the target's memory:" in err and "test inputs" not in err
+    assert "overflowed by" in err
