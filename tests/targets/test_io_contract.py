@@ -347,3 +347,14 @@ def test_a_model_too_big_for_flash_keeps_the_linkers_message(
     err = capsys.readouterr().err
     assert code == 1 and "the firmware does not fit the target's memory:" in err and "test inputs" not in err
     assert "overflowed by" in err
+
+
+def test_the_params_schema_takes_the_model_layout_of_an_input(built: Built) -> None:
+    from quantcore.quantize.params_json import QuantParamsError, dump, loads
+
+    document = json.loads(built.params.read_text())
+    document["model"]["inputs"][0]["model_layout"] = "NHWC" if _kind(built) == "nhwc" else "NCHW"
+    assert loads(dump(document))["model"]["inputs"][0]["model_layout"] in ("NHWC", "NCHW")
+    document["model"]["inputs"][0]["model_layout"] = "CHWN"
+    with pytest.raises(QuantParamsError, match="model_layout"):
+        loads(dump(document))
