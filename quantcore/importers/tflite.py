@@ -5,8 +5,8 @@ scales, zero points, weights and biases are kept exactly.
 
 TFLite is NHWC with OHWI conv weights and (1, kh, kw, C*m) depthwise weights: the IR's layout after
 quantcore/passes/to_nhwc.py, so the graph comes out NHWC (to_nhwc leaves it alone) and the model's own
-input and output layout is NHWC (graph.meta[io_layout.MODEL_LAYOUTS]). The file is untrusted: it is read through
-quantcore.untrusted within quantcore.limits.MODEL_MAX_BYTES and decoded in a forked child
+input and output layout is NHWC (graph.meta[io_layout.MODEL_LAYOUTS]). The file is untrusted: it is
+read through quantcore.untrusted within quantcore.limits.MODEL_MAX_BYTES and decoded in a forked child
 (_isolated.py) by _tflite_read.py, which checks what the flatbuffer bindings would trust.
 
 An int8 model's constants are stored as float64 values q * scale whose re-quantization with the same
