@@ -21,12 +21,12 @@ import numpy as np
 from quantcore.calibrate.collect import CalibrationPlan, calibrate
 from quantcore.calibrate.method import RangeMethod
 from quantcore.data import DataSet
-from quantcore.errors import ModelError, UnsupportedError
+from quantcore.errors import InputError, ModelError, UnsupportedError
 from quantcore.ir import Graph
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
-from quantcore.quantize import mixed_precision
+from quantcore.quantize import lowering, mixed_precision
 from quantcore.quantize.bias_correction import correct_biases
 from quantcore.quantize.document import (
     DocumentError,
@@ -48,6 +48,7 @@ from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes,
 if TYPE_CHECKING:
     from quantcore.importers.onnx import OnnxSource
     from quantcore.importers.tflite import TfliteSource
+    from quantcore.targets.cores import Core
 
 SELECTION_SAMPLES = 256
 """Calibration samples the automatic choices (equalization) are scored on: output SQNR averages over
@@ -74,13 +75,16 @@ class QuantizeOptions:
     higher output SQNR on the calibration set."""
     bias_correction: bool | None = None
     """Empirical bias correction (quantcore/quantize/bias_correction.py), forced or (None) automatic."""
+    pool_as_depthwise: bool | None = None
+    """Average pools run as depthwise convolutions: forced or (None) chosen by the rule of
+    quantcore/quantize/lowering.py (SQNR gained against flash and RAM added on `core`)."""
     int16_auto: bool = False
     """Pick int16 tensors by sensitivity within `budget` (quantcore/quantize/mixed_precision.py), on top
     of `int16_layers`."""
     budget: Budget = field(default_factory=Budget)
     """The model's Flash (constants) and RAM (arena + scratch) budget for the automatic int16 choice."""
     core: str = "cortex-m4"
-    """The core the memory of the automatic choice is costed for (scratch sizes differ per core)."""
+    """The core the memory of the automatic choices is costed for (scratch sizes differ per core)."""
     batch_size: int = 64
     progress: bool = False
     workers: int = 1
@@ -189,9 +193,12 @@ def quantize(
 
     Every combination of the transforms left open (equalization, bias correction) is quantized and
     scored on the first SELECTION_SAMPLES calibration samples; the best one is kept, and a tie leaves the
-    model as it is (no transform)."""
+    model as it is (no transform). Within each, the average pools worth running as depthwise convolutions
+    are chosen first (quantcore/quantize/lowering.py), on the same samples."""
+    _check_pool_option(model, options)
     plan = _calibration_plan(options)
-    config = QuantConfig(options.per_channel, options.rounding, options.int16_layers)
+    # The pools are substituted here, by lowering's rule, not by quantize_graph's default.
+    config = QuantConfig(options.per_channel, options.rounding, options.int16_layers, lower_pools=False)
     equalized = equalize(model.graph)
     eq_choices = [False, True] if options.equalize is None else [options.equalize]
     if not equalized.pairs or (options.equalize is None and equalized.spread <= EQUALIZE_SPREAD):
@@ -203,12 +210,13 @@ def quantize(
         graph, float_model = (equalized.graph, _equalized_float(model, equalized)) if eq else (
             model.graph, model.float_model)  # fmt: skip
         calibration, summary = calibrate(graph, float_model, data, plan)
-        qgraph = quantize_graph(graph, calibration, config)
+        pools = _choose_pools(graph, calibration, config, selection, options)
+        graph, qgraph = lowering.substitute(graph, pools.substituted), pools.qgraph
         for bc in bc_choices:
             corrected, corrections = (
                 correct_biases(graph, qgraph, selection.data, options.batch_size) if bc else (qgraph, {})
             )
-            candidates[(eq, bc)] = _Candidate(graph, calibration, corrected, summary, corrections)
+            candidates[(eq, bc)] = _Candidate(graph, calibration, corrected, summary, corrections, pools)
     # Scored only when there is a choice to make.
     sqnr = {k: selection.sqnr(c.qgraph) for k, c in candidates.items()} if len(candidates) > 1 else {}
     # Ties (and no choice at all) keep the model as it is: fewer transforms first.
@@ -226,6 +234,7 @@ def quantize(
             len(selection.data),
             _pair(sqnr, (eq, False), (eq, True)),
         ),
+        "pool_as_depthwise": lowering.entry(options.pool_as_depthwise, best.pools, model.graph, options.core),
     }
     qgraph, mixed = best.qgraph, None
     if options.int16_auto:
@@ -252,6 +261,52 @@ def quantize_imported(model: LoadedModel, rounding: Rounding = Rounding.DOUBLE) 
     return QuantizeResult(model, qgraph, to_document(qgraph, IMPORTED_CALIBRATION))
 
 
+def _check_pool_option(model: LoadedModel, options: QuantizeOptions) -> None:
+    if options.pool_as_depthwise and lowering.imported(model.graph):
+        raise InputError(
+            f"{model.path.name}: --pool-as-depthwise on: the model brings its own int8 scales (QDQ), which"
+            " an average pool run as a depthwise convolution would not keep; use auto or off (its pools"
+            " stay average pools either way)"
+        )
+
+
+def _choose_pools(
+    graph: Graph,
+    calibration: Calibration,
+    config: QuantConfig,
+    selection: _Selection,
+    options: QuantizeOptions,
+) -> lowering.Choice:
+    """The average pools of `graph` to run as depthwise convolutions, and the graph quantized with them."""
+
+    def build(pools: Mapping[str, str]) -> Graph:
+        return quantize_graph(lowering.substitute(graph, pools), calibration, config)
+
+    return lowering.choose(
+        graph,
+        calibration.ranges,
+        options.pool_as_depthwise,
+        build,
+        selection.sqnr,
+        functools.partial(_memory, core=_core(options)),
+        options.budget,
+    )
+
+
+def _core(options: QuantizeOptions) -> Core:
+    from quantcore.targets.cores import Core
+
+    return next(c for c in Core if c.label == options.core)
+
+
+def _memory(qgraph: Graph, core: Core) -> mixed_precision.Memory:
+    """The generated program's flash (constants) and RAM (arena + scratch) on `core`."""
+    from quantcore.codegen.lower import lower
+
+    plan = lower(qgraph, core=core)
+    return mixed_precision.Memory(plan.weight_bytes, plan.arena.arena_bytes + plan.scratch_bytes)
+
+
 def _choose_int16(
     best: _Candidate,
     selection: _Selection,
@@ -261,10 +316,7 @@ def _choose_int16(
 ) -> tuple[mixed_precision.Choice, Mapping[str, Any]]:
     """The int16 tensors worth their memory (quantcore/quantize/mixed_precision.py), and the bias
     corrections of the graph chosen (int16 inputs change what each layer's rounding shifts)."""
-    from quantcore.codegen.lower import lower
-    from quantcore.targets.cores import Core
-
-    core = next(c for c in Core if c.label == options.core)
+    core = _core(options)
     report = layer_sensitivity(best.float_graph, best.qgraph, selection.data, batch_size=options.batch_size)
     ranking = [layer.name for layer in report.ranking() if layer.int16_capable]
     corrections: dict[frozenset[str], Mapping[str, Any]] = {frozenset(): best.corrections}
@@ -280,11 +332,8 @@ def _choose_int16(
             )
         return qgraph
 
-    def memory(qgraph: Graph) -> mixed_precision.Memory:
-        plan = lower(qgraph, core=core)
-        return mixed_precision.Memory(plan.weight_bytes, plan.arena.arena_bytes + plan.scratch_bytes)
-
     moves = mixed_precision.moves(best.float_graph, ranking)
+    memory = functools.partial(_memory, core=core)
     choice = mixed_precision.choose(moves, build, selection.sqnr, memory, options.budget)
     return choice, corrections.get(choice.layers, {})
 
@@ -292,11 +341,12 @@ def _choose_int16(
 @dataclass(frozen=True)
 class _Candidate:
     float_graph: Graph
-    """The float graph it was quantized from (equalized or not)."""
+    """The float graph it was quantized from (equalized or not, its chosen pools substituted)."""
     calibration: Calibration
     qgraph: Graph
     summary: dict[str, Any]
     corrections: Mapping[str, Any]
+    pools: lowering.Choice
 
 
 def _calibration_plan(options: QuantizeOptions) -> CalibrationPlan:

@@ -65,7 +65,7 @@ def register(sub: Any) -> None:
         "--core",
         default="cortex-m4",
         choices=[core.label for core in Core if core is not Core.HOST],
-        help="core the --int16 auto memory is costed for (default cortex-m4)",
+        help="core the memory of --int16 auto and --pool-as-depthwise auto is costed for (default cortex-m4)",
     )
     p.add_argument(
         "--rounding",
@@ -81,6 +81,14 @@ def register(sub: Any) -> None:
             help=f"{what}: auto keeps it where it raises the output SQNR on the calibration set (default);"
             " on/off force it",
         )
+    p.add_argument(
+        "--pool-as-depthwise",
+        choices=list(_MODES),
+        default="auto",
+        help="run average pools as depthwise convolutions (their own output scale): auto where the output"
+        " SQNR gained on the calibration set is worth the flash and scratch added on --core (default);"
+        " on/off force it",
+    )
     p.add_argument(
         "--workers",
         type=_args.WORKERS,
@@ -138,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         equalize=_MODES[args.equalize],
         bias_correction=_MODES[args.bias_correction],
+        pool_as_depthwise=_MODES[args.pool_as_depthwise],
         progress=sys.stderr.isatty(),
     )
     result = pipeline.quantize(model, calib, options)
@@ -153,12 +162,29 @@ def run(args: argparse.Namespace) -> int:
             f" {figures['int8']:.2f} -> {figures['mixed']:.2f} dB; flash {memory['int8']['flash']} ->"
             f" {memory['mixed']['flash']} B, ram {memory['int8']['ram']} -> {memory['mixed']['ram']} B"
         )
+    pools = _pools_line(transforms["pool_as_depthwise"])
+    if pools:
+        print(pools)
     print(
         f"{args.output}: {layers} layers quantized from {len(calib)} samples ({args.method},"
         f" {', '.join(['per-tensor' if args.per_tensor else 'per-channel', *applied])})"
         f" in {time.perf_counter() - started:.2f} s"
     )
     return 0
+
+
+def _pools_line(entry: dict[str, Any]) -> str:
+    """What became of the average pools the rule looked at ("" when it looked at none)."""
+    from quantcore import display
+
+    layers = entry["layers"]
+    if not layers:
+        return ""
+    parts = []
+    for name, record in layers.items():
+        how = "as depthwise_conv2d" if record["substituted"] else "kept"
+        parts.append(f"{display.shown(name)} {how} ({record['why']})")
+    return f"avg_pool: {'; '.join(parts)}"
 
 
 def _imported(args: argparse.Namespace, model: Any, started: float) -> int:

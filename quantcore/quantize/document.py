@@ -24,8 +24,8 @@ from quantcore import __version__, display, limits, untrusted
 from quantcore.errors import InputError
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.passes.equalize import equalize
+from quantcore.quantize import lowering
 from quantcore.quantize.bias_correction import corrected_bias
-from quantcore.quantize.lowering import avgpool_as_depthwise
 from quantcore.quantize.params import WEIGHTED_KERNELS
 from quantcore.quantize.params_json import FORMAT, VERSION
 from quantcore.quantize.precision import S16_CAPABLE, assign_precision
@@ -220,12 +220,30 @@ def float_graph_for(
     if equalization_applied(doc):
         graph = equalize(graph).graph  # deterministic: the same weights the quantizer calibrated
     graph = _with_finetuned(graph, doc, finetuned)
-    for layer in doc["layers"]:
-        if layer["op"] == "depthwise_conv2d" and layer["name"] in {n.name for n in graph.nodes}:
-            node = graph.node(layer["name"])
-            if node.op is Op.AVG_POOL:
-                graph = avgpool_as_depthwise(graph, node)
-    return graph
+    pools = {n.name for n in graph.nodes if n.op is Op.AVG_POOL}
+    lowered = [layer["name"] for layer in doc["layers"] if layer["op"] == "depthwise_conv2d"]
+    lowered = [name for name in lowered if name in pools]
+    recorded = lowering.substituted_in(doc)
+    if "pool_as_depthwise" in doc.get("transforms", {}):
+        _check_substitutions(recorded, lowered)
+    return lowering.substitute(graph, {name: recorded.get(name, "") for name in lowered})
+
+
+def _check_substitutions(recorded: Mapping[str, str], lowered: list[str]) -> None:
+    """The pools the layers run as depthwise convolutions are those transforms.pool_as_depthwise names."""
+    for name in recorded:
+        if name not in lowered:
+            raise DocumentError(
+                f"$.transforms.pool_as_depthwise.layers[{display.quoted(name)}]: substituted, but no"
+                " depthwise_conv2d layer of that name replaces an average pool of the model;"
+                " re-run fixpoint quantize for this model"
+            )
+    for name in lowered:
+        if name not in recorded:
+            raise DocumentError(
+                f"$.layers: {display.quoted(name)} runs the model's average pool as depthwise_conv2d,"
+                " but $.transforms.pool_as_depthwise does not record it; re-run fixpoint quantize"
+            )
 
 
 def write_finetuned(
