@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Callable
 
     from quantcore.ir import Graph
 
@@ -26,11 +27,18 @@ def import_onnx(
     return _import_onnx(path_or_bytes, batch=batch, name=name)
 
 
-def import_torch(module: Any, example_input: Any, *, name: str | None = None) -> Graph:
+def import_torch(
+    module: Any,
+    example_input: Any,
+    *,
+    name: str | None = None,
+    dynamo: bool = True,
+    note: Callable[[str], None] | None = None,
+) -> Graph:
     """See quantcore.importers.torch.import_torch (imported lazily: torch is optional)."""
     from quantcore.importers.torch import import_torch as _import_torch
 
-    return _import_torch(module, example_input, name=name)
+    return _import_torch(module, example_input, name=name, dynamo=dynamo, note=note)
 
 
 def load_torch_checkpoint(path: str) -> Any:

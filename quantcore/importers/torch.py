@@ -57,11 +57,13 @@ def _stderr_note(line: str) -> None:
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """No output from the exporters: the default one prints progress ("[torch.onnx] Obtain model
-    graph...") and logs through torch's own handlers (bound to the real stderr), both exporters warn."""
+    graph...") and logs through torch's own handlers (bound to the real stderr), both warn, and the
+    TorchScript one's C++ code writes its log ("Torch IR graph at exception: ...") to file descriptor 1."""
     previous = logging.root.manager.disable
     logging.disable(logging.CRITICAL)
     try:
         with (
+            _descriptors_to_devnull(),
             contextlib.redirect_stdout(io.StringIO()),
             contextlib.redirect_stderr(io.StringIO()),
             warnings.catch_warnings(),
@@ -70,6 +72,26 @@ def _quiet() -> Iterator[None]:
             yield
     finally:
         logging.disable(previous)
+
+
+@contextlib.contextmanager
+def _descriptors_to_devnull() -> Iterator[None]:
+    """Standard output and error of the process (what C++ code writes to) sent to os.devnull."""
+    for stream in (sys.__stdout__, sys.__stderr__):
+        if stream is not None:
+            stream.flush()
+    saved: list[tuple[int, int]] = []
+    with open(os.devnull, "wb") as sink:
+        try:
+            for fd in (1, 2):
+                with contextlib.suppress(OSError):  # a closed descriptor (a daemon) stays closed
+                    saved.append((fd, os.dup(fd)))
+                    os.dup2(sink.fileno(), fd)
+            yield
+        finally:
+            for fd, copy in saved:
+                os.dup2(copy, fd)
+                os.close(copy)
 
 
 def _summary(error: BaseException) -> str:
@@ -95,20 +117,30 @@ def export_onnx(module: Any, example_input: Any, *, dynamo: bool = True, note: N
     was_training = module.training
     module.eval()
     try:
-        with torch.no_grad():
-            result = module(*args)
+        result = _run(torch, module, args, label)
         names = {
             "input_names": _names("input", len(args)),
             "output_names": _names("output", len(result) if isinstance(result, tuple | list) else 1),
         }
-        if dynamo:
-            exported, why = _dynamo_export(torch, module, args, names)
-            if exported is not None:
-                return exported
+        if not dynamo:
+            return _torchscript_export(torch, module, args, names, label, "")
+        exported, why = _dynamo_export(torch, module, args, names)
+        if exported is None:
+            exported = _torchscript_export(torch, module, args, names, label, why)
             (note or _stderr_note)(f"{label}: {why}; exported with the TorchScript exporter (dynamo=False)")
-        return _torchscript_export(torch, module, args, names, label)
+        return exported
     finally:
         module.train(was_training)
+
+
+def _run(torch: Any, module: Any, args: tuple[Any, ...], label: str) -> Any:
+    """The module's output on the example input (its count names the exported outputs)."""
+    try:
+        with torch.no_grad():
+            return module(*args)
+    except Exception as e:
+        # A module can raise anything; the exporters would fail the same way.
+        raise ModelError(label, f"the module fails on the example input: {_summary(e)}") from None
 
 
 def _dynamo_export(
@@ -133,8 +165,9 @@ def _dynamo_export(
 
 
 def _torchscript_export(
-    torch: Any, module: Any, args: tuple[Any, ...], names: Mapping[str, list[str]], label: str
+    torch: Any, module: Any, args: tuple[Any, ...], names: Mapping[str, list[str]], label: str, why: str
 ) -> bytes:
+    """The TorchScript exporter's ONNX bytes; `why` the default exporter was not used, if it was tried."""
     buffer = io.BytesIO()
     try:
         with torch.no_grad(), _quiet():
@@ -143,7 +176,10 @@ def _torchscript_export(
             )
     except Exception as e:
         # torch raises many exception types here (unsupported aten ops, tracing errors, ...).
-        raise ModelError(label, f"torch.onnx.export failed: {_summary(e)}") from None
+        failed = f"torch.onnx.export failed: {_summary(e)}"
+        if why:
+            failed = f"{why}; the TorchScript exporter (dynamo=False) failed too: {_summary(e)}"
+        raise ModelError(label, failed) from None
     return buffer.getvalue()
 
 
