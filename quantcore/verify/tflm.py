@@ -1,0 +1,147 @@
+"""TensorFlow Lite Micro's own interpreter beside Fixpoint's int8 result: the check a team moving from TFLM
+runs first (`fixpoint evaluate MODEL.tflite P --data D` reports tflm_mismatched_bytes).
+
+TFLM's interpreter comes from the optional tflite-micro package (`pip install 'fixpoint[tflm]'`): its
+reference kernels, which CMSIS-NN's kernels match by construction. It runs only on an int8 .tflite - a
+float .tflite has no int8 counterpart in TFLM (its int8 version is Fixpoint's own calibration).
+
+The data D is real values in the model's own input layout, as for every other command; both sides get
+them quantized with the model's input scale and zero point (round half away from zero, clamp to int8),
+as a TFLM application quantizes its input and as model.h documents it. An int8 vector a team already
+has becomes D by D = (q - zero_point) * scale, which quantizes back to q exactly. A model whose input is
+float (a QUANTIZE at its edge) gives TFLM the real values, so TFLM's own QUANTIZE makes its int8 input;
+a uint8 input gets them quantized with the uint8 tensor's scale and zero point. The output compared is
+always the int8 tensor: a float or uint8 output's DEQUANTIZE/QUANTIZE is looked behind.
+
+TFLM's interpreter is C++ reading an untrusted file: it runs in a forked child (importers/_isolated.py),
+so a crash in it is a message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from quantcore import limits, untrusted
+from quantcore.errors import ModelError
+from quantcore.importers._isolated import isolated
+from quantcore.importers._tflite_read import TflModel, read_model
+from quantcore.ir import Graph
+from quantcore.quantize.scheme import quantize_activation
+from quantcore.runtime import int8_exec
+
+INSTALL = "pip install 'fixpoint[tflm]'"
+NOT_INSTALLED = f"not run: the tflite-micro package (TFLM's interpreter) is not installed ({INSTALL})"
+FLOAT_MODEL = (
+    "not run: a float .tflite has no int8 counterpart in TFLM (its int8 version is Fixpoint's"
+    " calibration); compare with TFLM on the int8 .tflite TensorFlow's converter writes"
+)
+
+
+@dataclass(frozen=True)
+class TflmComparison:
+    """Fixpoint's int8 outputs against TFLM's on the same inputs, byte for byte."""
+
+    mismatched_bytes: int
+    """Int8 output bytes (every output, every sample) where the two differ."""
+    compared_bytes: int
+    samples: int
+
+    def line(self) -> str:
+        return (
+            f"TFLM (tflite-micro, reference kernels): {self.mismatched_bytes} of {self.compared_bytes}"
+            f" int8 output bytes differ on {self.samples} samples"
+        )
+
+
+def unavailable(graph: Graph) -> str | None:
+    """Why TFLM cannot be compared with for this model (say so in one line), or None when it can.
+    Only for a .tflite: an ONNX model has nothing to compare with and gets no line (callers check
+    is_tflite_graph first)."""
+    if not graph.meta.get("qdq"):
+        return FLOAT_MODEL
+    try:
+        from tflite_micro.python.tflite_micro import runtime  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError:
+        return NOT_INSTALLED
+    return None
+
+
+def is_tflite_graph(graph: Graph) -> bool:
+    return graph.meta.get("format") == "tflite"
+
+
+def compare(path: str, graph: Graph, qgraph: Graph, x: np.ndarray) -> TflmComparison:
+    """Fixpoint's int8 result (int8_exec on the inputs quantized as model.h says) against TFLM's
+    interpreter on the same samples `x` (real values, the model's layout, batch first)."""
+    data = untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES)
+    recorded = graph.meta.get("sha256")
+    if recorded and hashlib.sha256(data).hexdigest() != recorded:
+        raise ModelError(path, "changed while it was being evaluated; run fixpoint evaluate again")
+    name = qgraph.inputs[0]
+    q = int8_exec.quantize_inputs(qgraph, {name: x})[name]
+    env = int8_exec.run(qgraph, {name: q})
+    ours = [env[out].reshape(len(x), -1) for out in qgraph.outputs]
+    theirs = isolated(path, lambda: _run_tflm(data, path, x, q))
+    if len(theirs) != len(ours):
+        raise ModelError(path, f"TFLM gives {len(theirs)} outputs, Fixpoint's graph {len(ours)}")
+    mismatched = sum(
+        int(np.count_nonzero(a != b.reshape(a.shape))) for a, b in zip(ours, theirs, strict=True)
+    )
+    return TflmComparison(mismatched, sum(a.size for a in ours), len(x))
+
+
+def _run_tflm(data: bytes, path: str, x: np.ndarray, q: np.ndarray) -> list[np.ndarray]:
+    """TFLM's int8 output tensors, (samples, elements) each, one invoke per sample (its batch is 1)."""
+    from tflite_micro.python.tflite_micro import runtime
+
+    model = read_model(data, path)
+    inner = _inner_outputs(model)
+    config = runtime.InterpreterConfig.kAllocationRecording
+    if inner != list(model.outputs):  # an edge conversion: the int8 tensor behind it is read after invoke
+        config = runtime.InterpreterConfig.kPreserveAllTensors
+    try:
+        interpreter = runtime.Interpreter.from_bytes(data, intrepreter_config=config)
+        fed = _tflm_input(model, x, q)
+        outputs: list[list[np.ndarray]] = [[] for _ in inner]
+        for sample in fed:
+            interpreter.set_input(sample[np.newaxis], 0)
+            interpreter.invoke()
+            for k, index in enumerate(inner):
+                value = (
+                    interpreter.get_output(k)
+                    if index == model.outputs[k]
+                    else interpreter.GetTensor(index, 0)["tensor_data"]
+                )
+                outputs[k].append(np.asarray(value, np.int8).reshape(-1))
+    except (RuntimeError, ValueError) as exc:
+        raise ModelError(path, f"TFLM's interpreter could not run it: {exc}") from exc
+    return [np.stack(rows) for rows in outputs]
+
+
+def _tflm_input(model: TflModel, x: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """What a TFLM application writes into the model's input tensor for the samples `x`."""
+    tensor = model.tensors[model.inputs[0]]
+    if tensor.dtype == "FLOAT32":
+        return np.ascontiguousarray(x, np.float32)
+    if tensor.dtype == "UINT8" and tensor.quant is not None:
+        scale, zero_point = (
+            float(tensor.quant.scale.reshape(-1)[0]),
+            int(tensor.quant.zero_point.reshape(-1)[0]),
+        )
+        return quantize_activation(x, scale, zero_point, 0, 255).astype(np.uint8)
+    return np.ascontiguousarray(q, np.int8).reshape((len(x), *tensor.shape[1:]))
+
+
+def _inner_outputs(model: TflModel) -> list[int]:
+    """Each model output's int8 tensor: itself, or the input of the DEQUANTIZE/QUANTIZE writing it."""
+    producers = {op.outputs[0]: op for op in model.operators if op.outputs}
+    inner = []
+    for index in model.outputs:
+        op: Any = producers.get(index)
+        edge = model.tensors[index].dtype != "INT8" and op is not None and op.op in ("DEQUANTIZE", "QUANTIZE")
+        inner.append(op.inputs[0] if edge else index)
+    return inner
