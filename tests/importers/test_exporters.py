@@ -36,26 +36,18 @@ import pytest
 from onnx import helper
 
 from quantcore import pipeline
-from quantcore.data import DataSet
 
 torch = pytest.importorskip("torch", reason="torch is an optional extra: pip install 'fixpoint[torch]'")
 
 from quantcore.importers.torch import export_onnx  # noqa: E402
 
-from .torch_nets import NETS, build  # noqa: E402
+from .torch_nets import NETS, build, calibration  # noqa: E402
 
-CALIBRATION_SAMPLES = 32
 FLOAT_ROUNDING = 1e-6
 """Relative difference of a scale (and of the multiplier made from it) that float32 summation order
 explains: one ulp of float32 is 6e-8 relative, and a range is the max of sums of hundreds of terms."""
 
 Canonical = tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]
-
-
-def calibration(shape: tuple[int, ...]) -> DataSet:
-    """The fixed calibration set: seeded uniform values in [-1, 1] of the network's input shape."""
-    rng = np.random.default_rng(20260418)
-    return DataSet(rng.uniform(-1, 1, (CALIBRATION_SAMPLES, *shape[1:])).astype(np.float32))
 
 
 # -- the two rewrites that make the exports identical --------------------------------------------------

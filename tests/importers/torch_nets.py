@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import nn
 
 from bench.fashion_mnist.models import MODELS
+from quantcore.data import DataSet
 
 MNIST = (1, 1, 28, 28)
 
@@ -100,3 +102,12 @@ def build(name: str) -> nn.Module:
     builder, _ = NETS[name]
     torch.manual_seed(sum(map(ord, name)))
     return _with_statistics(builder()).eval()
+
+
+CALIBRATION_SEED = 20260418
+
+
+def calibration(shape: tuple[int, ...], samples: int = 32, seed: int = CALIBRATION_SEED) -> DataSet:
+    """A fixed data set for a network: seeded uniform values in [-1, 1] of its input shape."""
+    rng = np.random.default_rng(seed)
+    return DataSet(rng.uniform(-1, 1, (samples, *shape[1:])).astype(np.float32))
