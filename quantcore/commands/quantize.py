@@ -183,7 +183,7 @@ def _pools_line(entry: dict[str, Any]) -> str:
     parts = []
     for name, record in layers.items():
         how = "as depthwise_conv2d" if record["substituted"] else "kept"
-        parts.append(f"{display.shown(name)} {how} ({record['why']})")
+        parts.append(f"{display.quoted(name)} {how} ({display.shown(record['why'])})")
     return f"avg_pool: {'; '.join(parts)}"
 
 
@@ -192,6 +192,11 @@ def _imported(args: argparse.Namespace, model: Any, started: float) -> int:
     from quantcore import pipeline
     from quantcore.quantize import params_json
 
+    if args.pool_as_depthwise == "on":
+        raise InputError(
+            f"{args.model}: --pool-as-depthwise on: the model is int8 already, and its average pools must"
+            " stay what TensorFlow Lite Micro runs; use auto or off (its pools stay average pools either way)"
+        )
     if args.calib is not None:
         print(
             f"fixpoint quantize: {args.model} is int8 already: its own scales are kept, --calib is not used",

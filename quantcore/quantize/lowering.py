@@ -57,6 +57,8 @@ net's 25x5x64 pool adds ~25 KB and would need 6 dB)."""
 FORCED = "forced on"
 """Why a pool was substituted under `--pool-as-depthwise on`."""
 AS_POOL = "as_pool"
+WHY_SHOWN_CHARS = 80
+"""A reason longer than this (only a hand-edited file has one) is shortened where a layer is named."""
 """Node attr of a depthwise convolution that stands for an average pool: why it was substituted."""
 
 
@@ -122,7 +124,7 @@ def op_label(node: Node) -> str:
     """The op as a reader should see it: "avg_pool (as depthwise_conv2d: <why>)" for a substituted pool."""
     if AS_POOL not in node.attrs:
         return node.op.json_name
-    why = display.shown(str(node.attr(AS_POOL)))  # from a params file: kept to one short line
+    why = display.shown(str(node.attr(AS_POOL)), WHY_SHOWN_CHARS)  # from a params file: one short line
     return f"avg_pool (as {node.op.json_name}: {why})" if why else f"avg_pool (as {node.op.json_name})"
 
 
