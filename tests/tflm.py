@@ -23,8 +23,14 @@ MODELS = {
     "mobilenet_v2_quantized_1x3x224x224.tflite",
     "simple_add_model": "tensorflow/lite/micro/examples/memory_footprint/models/simple_add_model.tflite",
     "trained_lstm_int8": "tensorflow/lite/micro/examples/mnist_lstm/trained_lstm_int8.tflite",
+    "trained_lstm": "tensorflow/lite/micro/examples/mnist_lstm/trained_lstm.tflite",
+    "keyword_scrambled": "tensorflow/lite/micro/models/keyword_scrambled.tflite",
+    "micro_speech_lstm": "third_party/xtensa/examples/micro_speech_lstm/micro_speech_lstm.tflite",
+    "dtln_noise_suppression": _EXAMPLES + "dtln/dtln_noise_suppression.tflite",
+    "audio_preprocessor_int8": _EXAMPLES + "micro_speech/models/audio_preprocessor_int8.tflite",
+    "person_detect_vela": "tensorflow/lite/micro/models/person_detect_vela.tflite",
 }
-"""TFLM's example models by short name -> path inside the checkout."""
+"""TFLM's example models by short name -> path inside the checkout (every .tflite outside its tests)."""
 
 
 def repo() -> Path:
