@@ -223,10 +223,12 @@ def reduce_axes(node: OnnxNode) -> tuple[int, ...] | None:
 
 def spatial_axes(node: OnnxNode) -> tuple[int, ...] | None:
     """Of the axes a reduction reduces, those not of size 1 (reducing a single value changes nothing):
-    None unless the input is 4-D and they are H, W or both."""
+    None unless the input is 4-D, they are H, W or both, and the batch dimension stays."""
     axes, shape = reduce_axes(node), node.input_shapes[0]
     if axes is None or shape is None or len(shape) != 4:
         return None
+    if 0 in axes and not node.attr("keepdims", 1):
+        return None  # the output would have no batch dimension, which every Fixpoint tensor has
     wide = tuple(a for a in axes if shape[a] != 1)
     return wide if set(wide) <= {2, 3} else None
 
@@ -248,20 +250,21 @@ def _reduction(node: OnnxNode) -> str:
 @about(_reduction)
 def mean_over_spatial_axes(node: OnnxNode) -> bool:
     """ReduceMean maps to CMSIS-NN only as an average pool: a mean over H, W or both of a 4-D NCHW input
-    (axes 2 and 3, or -2 and -1, as an attribute or a constant input; keepdims 0 or 1; axes of size 1
-    count as either). Over H and W it is global average pooling (arm_avgpool_s8 with the whole map as
-    its window); CMSIS-NN has no kernel that reduces the batch or channel axis. Compute such a mean
-    outside the network, or with a layer that has a kernel (a mean over the channels is a 1x1
-    convolution whose weights are all 1/C)."""
+    (axes 2 and 3, or -2 and -1, as an attribute or a constant input; keepdims 0 or 1; an axis of size 1
+    counts as either, the batch axis only with keepdims=1). Over H and W it is global average pooling
+    (arm_avgpool_s8 with the whole map as its window); CMSIS-NN has no kernel that reduces the batch or
+    channel axis. Compute such a mean outside the network, or with a layer that has a kernel (a mean
+    over the channels is a 1x1 convolution whose weights are all 1/C)."""
     return spatial_axes(node) is not None
 
 
 @about(_reduction)
 def max_over_spatial_axes(node: OnnxNode) -> bool:
     """ReduceMax maps to CMSIS-NN only as a max pool: a maximum over H, W or both of a 4-D NCHW input
-    (axes 2 and 3, or -2 and -1, as an attribute or a constant input; keepdims 0 or 1; axes of size 1
-    count as either), which is arm_max_pool_s8 with that whole axis as its window. CMSIS-NN has no
-    kernel that takes the maximum over the batch or channel axis: compute it outside the network."""
+    (axes 2 and 3, or -2 and -1, as an attribute or a constant input; keepdims 0 or 1; an axis of size 1
+    counts as either, the batch axis only with keepdims=1), which is arm_max_pool_s8 with that whole
+    axis as its window. CMSIS-NN has no kernel that takes the maximum over the batch or channel axis:
+    compute it outside the network."""
     return spatial_axes(node) is not None
 
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import time
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
+from quantcore.errors import UnsupportedError
 from quantcore.importers import import_onnx
 from quantcore.ir import Activation, DType, Layout, Op
 
@@ -462,3 +467,47 @@ def test_every_shape_operator_torch_writes_folds_into_the_reshape() -> None:
         ("view2", Op.RESHAPE, (2, 18)),
     ]
     assert set(g.tensors) == {"x", "flat", "y"}
+
+
+FUZZ = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 0)
+
+
+def fuzz(default: int) -> Any:
+    """Hypothesis settings: `default` examples (FIXPOINT_FUZZ_EXAMPLES overrides), no deadline."""
+    return settings(max_examples=FUZZ or default, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def _reductions(draw: st.DrawFn) -> tuple[str, int, tuple[int, ...], list[int] | None, int]:
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=3, max_size=4)))
+    axes = draw(st.lists(st.integers(-len(shape), len(shape) - 1), max_size=len(shape)))
+    unique = list({a % len(shape): a for a in axes}.values())  # one spelling per axis: ONNX refuses repeats
+    op, opset = draw(st.sampled_from(["ReduceMean", "ReduceMax"])), draw(st.sampled_from([13, 17, 18, 20]))
+    return op, opset, shape, unique or None, draw(st.integers(0, 1))
+
+
+@fuzz(30)
+@given(_reductions())
+def test_any_reduction_is_the_pool_onnx_runtime_computes_or_refused_saying_what_it_does(
+    reduction: tuple[str, int, tuple[int, ...], list[int] | None, int],
+) -> None:
+    op, opset, shape, axes, keepdims = reduction
+    m = _reduction(op, opset, axes, keepdims, shape)
+    reduced = sorted({a % len(shape) for a in axes} if axes else range(len(shape)))
+    # The batch dimension must stay: a reduction over it with keepdims=0 is refused even when it is 1.
+    pooled = len(shape) == 4 and all(a in (2, 3) or shape[a] == 1 for a in reduced)
+    pooled = pooled and not (0 in reduced and keepdims == 0)
+    if not pooled:
+        with pytest.raises(UnsupportedError) as info:
+            import_onnx(data(m))
+        verb = "averages" if op == "ReduceMean" else "takes the maximum"
+        fact = f"It {verb} over axes {reduced} of its {len(shape)}-D input of shape {shape}"
+        assert info.value.reason.startswith(f"{fact} (keepdims={keepdims}). ")
+        return
+    g = import_onnx(data(m))
+    assert {n.op for n in g.nodes} <= {Op.GLOBAL_AVG_POOL, Op.AVG_POOL, Op.MAX_POOL, Op.RESHAPE}
+    x = rng().standard_normal(shape).astype(np.float32)
+    (expected,) = run_ort(m, {"x": x})
+    got = _float_run(g, x)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)  # a mean's float sums in any order
