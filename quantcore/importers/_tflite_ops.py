@@ -31,13 +31,29 @@ _ACTIVATIONS: Mapping[int, tuple[Activation, tuple[float, float] | None]] = {
     3: (Activation.RELU6, None),
 }
 _ACTIVATION_NAMES = {4: "TANH", 5: "SIGN_BIT"}
-_REFUSED: Mapping[str, str] = {
-    "LOGISTIC": "CMSIS-NN has no int8 kernel for it (arm_nn_activation_s16 takes int16 only)",
-    "TANH": "CMSIS-NN has no int8 kernel for it (arm_nn_activation_s16 takes int16 only)",
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": "Fixpoint does not translate LSTM layers yet",
-    "SVDF": "Fixpoint does not translate SVDF layers yet",
+_FIX = "re-convert the model with supported operators in their place (SUPPORTED_OPS.md)"
+_NOT_YET = (
+    "no re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has the"
+    " kernels; a later version of Fixpoint)"
+)
+_REFUSED: Mapping[str, tuple[str, str]] = {
+    "LOGISTIC": ("CMSIS-NN has no int8 kernel for it (arm_nn_activation_s16 takes int16 only)", _FIX),
+    "TANH": ("CMSIS-NN has no int8 kernel for it (arm_nn_activation_s16 takes int16 only)", _FIX),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("Fixpoint does not translate LSTM layers yet", _NOT_YET),
+    "SVDF": ("Fixpoint does not translate SVDF layers yet", _NOT_YET),
+    "CUSTOM:ethos-u": (
+        "the model was compiled by Vela for an Ethos-U NPU (the network is inside this one operator)",
+        "import the .tflite that was given to Vela, before its compilation",
+    ),
 }
-_FIX = "re-convert the model without it, or replace it by a supported operator (SUPPORTED_OPS.md)"
+"""Operators refused whatever their options: why, and what the user can do."""
+_SIGNAL = (
+    "an operator of TFLM's signal library (audio feature extraction, not a network layer)",
+    "compute the features in the application (TFLM's signal library runs there) and import the network"
+    " that takes them",
+)
+_LISTED_OUTPUTS = 3
+"""Output names a group of refused operators shows (the indices are all listed)."""
 
 
 @dataclass
@@ -101,19 +117,18 @@ def translate(model: TflModel) -> Graph:
 
 
 def _check_operators(model: TflModel) -> None:
-    """One message for every operator that cannot be translated, each with its index and why."""
-    problems = []
+    """One message for every operator that cannot be translated: grouped by reason, each group with its
+    operators (index and name), output names and why; then what to do (per operator when it differs)."""
+    groups: dict[tuple[str, str], list[TflOperator]] = {}
     for op in model.operators:
-        reason = _why_not(op)
-        if reason is not None:
-            output = quoted(model.tensors[op.outputs[0]].name) if op.outputs else "none"
-            problems.append((op, output, reason))
-    if problems:
-        listed = "; ".join(
-            f"operator {op.index} {op.op} (output {output}): {why}" for op, output, why in problems
-        )
-        count = "1 operator is" if len(problems) == 1 else f"{len(problems)} operators are"
-        raise ModelError(model.path, f"{count} not supported: {listed}; {_FIX}")
+        refusal = _why_not(op)
+        if refusal is not None:
+            groups.setdefault(refusal, []).append(op)
+    if groups:
+        listed = "; ".join(_group(model, ops, why) for (why, _), ops in groups.items())
+        total = sum(len(ops) for ops in groups.values())
+        count = "1 operator is" if total == 1 else f"{total} operators are"
+        raise ModelError(model.path, f"{count} not supported: {listed}; {_fixes(groups)}")
     for tensor in model.tensors:
         if tensor.dynamic is not None and any(d < 0 for d in tensor.dynamic[1:]):
             raise ModelError(
@@ -123,17 +138,51 @@ def _check_operators(model: TflModel) -> None:
             )
 
 
-def _why_not(op: TflOperator) -> str | None:
+def _group(model: TflModel, ops: list[TflOperator], why: str) -> str:
+    """`operator 0 SVDF (output 'a'): why`, `operators 1, 3, 5 SVDF (outputs 'a', 'b' and 1 more): why`,
+    or `operators 4 CAST, 6 DIV (...): why` when they differ."""
+    outputs = [quoted(model.tensors[op.outputs[0]].name) if op.outputs else "none" for op in ops]
+    if len(ops) == 1:
+        return f"operator {ops[0].index} {ops[0].op} (output {outputs[0]}): {why}"
+    if len({_label(op) for op in ops}) == 1:
+        which = ", ".join(str(op.index) for op in ops) + f" {_label(ops[0])}"
+    else:
+        which = ", ".join(f"{op.index} {_label(op)}" for op in ops)
+    named = ", ".join(outputs[:_LISTED_OUTPUTS])
+    if len(outputs) > _LISTED_OUTPUTS:
+        named += f" and {len(outputs) - _LISTED_OUTPUTS} more"
+    return f"operators {which} (outputs {named}): {why}"
+
+
+def _fixes(groups: Mapping[tuple[str, str], list[TflOperator]]) -> str:
+    """What to do: one advice for all, else each advice after the operators it is for."""
+    by_fix: dict[str, list[str]] = {}
+    for (_, fix), ops in groups.items():
+        by_fix.setdefault(fix, []).extend(_label(op) for op in ops)
+    if len(by_fix) == 1:
+        return next(iter(by_fix))
+    return "; ".join(f"for {', '.join(dict.fromkeys(names))}: {fix}" for fix, names in by_fix.items())
+
+
+def _label(op: TflOperator) -> str:
+    """How a group names an operator: TFLM's signal library's many custom operators as one family."""
+    return "CUSTOM:Signal*" if op.op.startswith("CUSTOM:Signal") else op.op
+
+
+def _why_not(op: TflOperator) -> tuple[str, str] | None:
+    """Why `op` cannot be translated and what to do, or None when it can."""
     if op.op in _REFUSED:
         return _REFUSED[op.op]
+    if op.op.startswith("CUSTOM:Signal"):
+        return _SIGNAL
     if op.op.startswith("CUSTOM:"):
-        return "a custom operator has no CMSIS-NN kernel"
+        return "a custom operator has no CMSIS-NN kernel", _FIX
     if op.op not in HANDLERS:
-        return "no CMSIS-NN kernel in Fixpoint's support table runs it"
+        return "no CMSIS-NN kernel in Fixpoint's support table runs it", _FIX
     activation = op.options.get("FusedActivationFunction", 0)
     if activation not in _ACTIVATIONS:
         what = _ACTIVATION_NAMES.get(activation, str(activation))
-        return f"its fused activation {what} has no CMSIS-NN int8 form (only RELU, RELU6, RELU_N1_TO_1)"
+        return f"its fused activation {what} has no CMSIS-NN int8 form (only RELU, RELU6, RELU_N1_TO_1)", _FIX
     return None
 
 

@@ -153,8 +153,62 @@ def test_unsupported_operators_are_listed_with_index_and_reason(
     message = _refused(tmp_path, raw, capsys)
     assert message.endswith(
         "bad.tflite: 1 operator is not supported: operator 0 UNIDIRECTIONAL_SEQUENCE_LSTM (output"
-        " 'tfl.unidirectional_sequence_lstm'): Fixpoint does not translate LSTM layers yet; re-convert the"
-        " model without it, or replace it by a supported operator (SUPPORTED_OPS.md)"
+        " 'tfl.unidirectional_sequence_lstm'): Fixpoint does not translate LSTM layers yet; no"
+        " re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has the"
+        " kernels; a later version of Fixpoint)"
+    ), message
+
+
+def test_the_same_operator_refused_again_is_one_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    message = _refused(tmp_path, tflm.model("keyword_scrambled_8bit").read_bytes(), capsys)
+    assert message.endswith(
+        "bad.tflite: 7 operators are not supported: operators 1, 3, 5, 7, 9, 10, 11 SVDF (outputs 'tensor_5',"
+        " 'tensor_13', 'tensor_21' and 4 more): Fixpoint does not translate SVDF layers yet; no"
+        " re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has the"
+        " kernels; a later version of Fixpoint)"
+    ), message
+
+
+def test_different_advice_is_given_per_operator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    message = _refused(tmp_path, tflm.model("dtln_noise_suppression").read_bytes(), capsys)
+    assert message.endswith(
+        "bad.tflite: 3 operators are not supported: operators 0, 1 UNIDIRECTIONAL_SEQUENCE_LSTM (outputs"
+        " 'tfl.unidirectional_sequence_lstm', 'tfl.unidirectional_sequence_lstm1'): Fixpoint does not"
+        " translate LSTM layers yet; operator 3 LOGISTIC (output 'StatefulPartitionedCall:0'): CMSIS-NN has"
+        " no int8 kernel for it (arm_nn_activation_s16 takes int16 only); for UNIDIRECTIONAL_SEQUENCE_LSTM:"
+        " no re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has"
+        " the kernels; a later version of Fixpoint); for LOGISTIC: re-convert the model with supported"
+        " operators in their place (SUPPORTED_OPS.md)"
+    ), message
+
+
+def test_tflms_signal_library_is_named_as_feature_extraction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    message = _refused(tmp_path, tflm.model("audio_preprocessor_int8").read_bytes(), capsys)
+    assert message.endswith(
+        "bad.tflite: 17 operators are not supported: operators 0, 2, 3, 4, 9, 10, 11, 12, 13 CUSTOM:Signal*"
+        " (outputs 'signal_window', 'signal_fft_auto_scale', 'signal_rfft' and 6 more): an operator of"
+        " TFLM's signal library (audio feature extraction, not a network layer); operators 5 CAST,"
+        " 6 STRIDED_SLICE, 8 CAST, 14 CAST, 17 DIV, 19 MINIMUM, 20 MAXIMUM, 21 CAST (outputs 'Cast',"
+        " 'strided_slice', 'Cast_1' and 5 more): no CMSIS-NN kernel in Fixpoint's support table runs it;"
+        " for CUSTOM:Signal*: compute the features in the application (TFLM's signal library runs there)"
+        " and import the network that takes them; for CAST, STRIDED_SLICE, DIV, MINIMUM, MAXIMUM:"
+        " re-convert the model with supported operators in their place (SUPPORTED_OPS.md)"
+    ), message
+
+
+def test_a_model_compiled_by_vela_asks_for_the_model_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    message = _refused(tmp_path, tflm.model("person_detect_vela").read_bytes(), capsys)
+    assert message.endswith(
+        "bad.tflite: 1 operator is not supported: operator 0 CUSTOM:ethos-u (output"
+        " 'MobilenetV1/Predictions/Reshape_1'): the model was compiled by Vela for an Ethos-U NPU (the"
+        " network is inside this one operator); import the .tflite that was given to Vela, before its"
+        " compilation"
     ), message
 
 
