@@ -85,12 +85,14 @@ NO_COUNTERPART: Mapping[str, str] = {
     "LogSoftmax": "CMSIS-NN has softmax kernels (arm_softmax_s8) but no log-softmax; use Softmax.",
     "Hardmax": "CMSIS-NN has no hardmax kernel; use Softmax and take the arg-max on the host side.",
     "Sub": (
-        "CMSIS-NN has no int8 subtraction kernel (only arm_elementwise_add_s8 and _mul_s8); subtract "
-        "a constant in the preprocessing or fold it into the previous layer's bias."
+        "CMSIS-NN has no int8 subtraction kernel (only arm_elementwise_add_s8 and _mul_s8): move the "
+        "subtraction of a constant into the preprocessing or into the previous layer's bias; a difference "
+        "of two tensors computed at run time has no CMSIS-NN counterpart."
     ),
     "Div": (
-        "CMSIS-NN has no division kernel; divide by a constant in the preprocessing or fold it into the "
-        "previous layer's weights."
+        "CMSIS-NN has no division kernel: move a division by a constant into the preprocessing or into the "
+        "previous layer's weights and bias; a division by a tensor computed at run time has no CMSIS-NN "
+        "counterpart."
     ),
     "Min": "CMSIS-NN has arm_minimum_s8, but Fixpoint does not map ONNX Min to it yet.",
     "Max": "CMSIS-NN has arm_maximum_s8, but Fixpoint does not map ONNX Max to it yet.",
