@@ -98,8 +98,8 @@ NO_COUNTERPART: Mapping[str, str] = {
     "Max": "CMSIS-NN has arm_maximum_s8, but Fixpoint does not map ONNX Max to it yet.",
     "ReduceSum": (
         "CMSIS-NN has no reduction kernel. A sum over H and W (axes 2 and 3 of a 4-D NCHW tensor) is "
-        "H*W times their mean, which maps to an average pool: write x.mean((2, 3)) * (H * W), or fold "
-        "the factor into the next layer's weights. A sum over the batch or channel axis has no CMSIS-NN "
+        "H*W times their mean, which maps to an average pool: use x.mean((2, 3)) and multiply the weights "
+        "of the layer that reads it by H*W. A sum over the batch or channel axis has no CMSIS-NN "
         "counterpart; compute it outside the network."
     ),
     "ReduceMin": _REDUCE,
