@@ -67,6 +67,7 @@ def export(net: Any, shape: tuple[int, ...], exporter: str, notes: list[str]) ->
     batch = {"x" if "x" in _parameters(net) else _parameters(net)[0]: {0: torch.export.Dim("batch")}}
     with torch.no_grad(), _quiet():
         program = torch.onnx.export(net, (x,), dynamo=True, optimize=False, dynamic_shapes=batch)
+    assert program is not None  # the dynamo exporter returns its program
     return bytes(program.model_proto.SerializeToString())
 
 
