@@ -39,6 +39,9 @@ FLOAT_MODEL = (
     "not run: a float .tflite has no int8 counterpart in TFLM (its int8 version is Fixpoint's"
     " calibration); compare with TFLM on the int8 .tflite TensorFlow's converter writes"
 )
+PRESERVE_ARENA_EXTRA = 1 << 20
+"""Arena bytes added to the package's default (10x the model's size) when every tensor is kept after
+invoke: a small model's default arena has no room for them (TFLM: "Failed to allocate temp memory")."""
 
 
 @dataclass(frozen=True)
@@ -100,11 +103,11 @@ def _run_tflm(data: bytes, path: str, x: np.ndarray, q: np.ndarray) -> list[np.n
 
     model = read_model(data, path)
     inner = _inner_outputs(model)
-    config = runtime.InterpreterConfig.kAllocationRecording
+    config, arena = runtime.InterpreterConfig.kAllocationRecording, None  # None: the package's own size
     if inner != list(model.outputs):  # an edge conversion: the int8 tensor behind it is read after invoke
-        config = runtime.InterpreterConfig.kPreserveAllTensors
+        config, arena = runtime.InterpreterConfig.kPreserveAllTensors, len(data) * 10 + PRESERVE_ARENA_EXTRA
     try:
-        interpreter = runtime.Interpreter.from_bytes(data, intrepreter_config=config)
+        interpreter = runtime.Interpreter.from_bytes(data, arena_size=arena, intrepreter_config=config)
         fed = _tflm_input(model, x, q)
         outputs: list[list[np.ndarray]] = [[] for _ in inner]
         for sample in fed:

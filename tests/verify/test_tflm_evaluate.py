@@ -14,8 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import flatbuffers
 import numpy as np
 import pytest
+import tflite
 
 from quantcore import cli
 from tests import tflm
@@ -46,6 +48,127 @@ def _tflm_outputs(model: Path, q: np.ndarray) -> np.ndarray:
         interpreter.invoke()
         rows.append(interpreter.get_output(0).reshape(-1))
     return np.stack(rows)
+
+
+def _edge_model(input_type: str) -> bytes:
+    """An int8 FULLY_CONNECTED between the edges TensorFlow's converter writes for float or uint8 I/O:
+    QUANTIZE (float32 or uint8 -> int8) before it, DEQUANTIZE (int8 -> float32) after it."""
+    b = flatbuffers.Builder(1024)
+    rng = np.random.default_rng(7)
+    weights = rng.integers(-127, 128, size=(3, 4), dtype=np.int8)
+    in_scale, w_scale, out_scale = 0.02, 0.01, 0.05
+    bias = rng.integers(-500, 500, size=3).astype(np.int32)
+
+    def vec(array):
+        return b.CreateNumpyVector(np.ascontiguousarray(array))
+
+    def buffer(data):
+        raw = vec(np.frombuffer(data, np.uint8)) if data else None
+        tflite.BufferStart(b)
+        if raw is not None:
+            tflite.BufferAddData(b, raw)
+        return tflite.BufferEnd(b)
+
+    def quant(scale, zero_point):
+        s, z = vec(np.array([scale], np.float32)), vec(np.array([zero_point], np.int64))
+        tflite.QuantizationParametersStart(b)
+        tflite.QuantizationParametersAddScale(b, s)
+        tflite.QuantizationParametersAddZeroPoint(b, z)
+        return tflite.QuantizationParametersEnd(b)
+
+    def tensor(name, shape, dtype, buffer_index, q):
+        n, sh = b.CreateString(name), vec(np.array(shape, np.int32))
+        tflite.TensorStart(b)
+        tflite.TensorAddName(b, n)
+        tflite.TensorAddShape(b, sh)
+        tflite.TensorAddType(b, dtype)
+        tflite.TensorAddBuffer(b, buffer_index)
+        if q is not None:
+            tflite.TensorAddQuantization(b, q)
+        return tflite.TensorEnd(b)
+
+    def table_vector(offsets):
+        b.StartVector(4, len(offsets), 4)
+        for offset in reversed(offsets):
+            b.PrependUOffsetTRelative(offset)
+        return b.EndVector()
+
+    def opcode(code):
+        tflite.OperatorCodeStart(b)
+        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, code)
+        tflite.OperatorCodeAddBuiltinCode(b, code)
+        tflite.OperatorCodeAddVersion(b, 1)
+        return tflite.OperatorCodeEnd(b)
+
+    def operator(index, inputs, outputs, options=None):
+        i, o = vec(np.array(inputs, np.int32)), vec(np.array(outputs, np.int32))
+        tflite.OperatorStart(b)
+        tflite.OperatorAddOpcodeIndex(b, index)
+        tflite.OperatorAddInputs(b, i)
+        tflite.OperatorAddOutputs(b, o)
+        if options is not None:
+            tflite.OperatorAddBuiltinOptionsType(b, tflite.BuiltinOptions.FullyConnectedOptions)
+            tflite.OperatorAddBuiltinOptions(b, options)
+        return tflite.OperatorEnd(b)
+
+    T = tflite.TensorType
+    outer_in = {"float32": (T.FLOAT32, None), "uint8": (T.UINT8, quant(in_scale, 133))}[input_type]
+    tensors = [
+        tensor("x", [1, 4], outer_in[0], 0, outer_in[1]),
+        tensor("x_int8", [1, 4], T.INT8, 0, quant(in_scale, 5)),
+        tensor("w", [3, 4], T.INT8, 1, quant(w_scale, 0)),
+        tensor("b", [3], T.INT32, 2, quant(in_scale * w_scale, 0)),
+        tensor("y_int8", [1, 3], T.INT8, 0, quant(out_scale, -7)),
+        tensor("y", [1, 3], T.FLOAT32, 0, None),
+    ]
+    tflite.FullyConnectedOptionsStart(b)
+    fc_options = tflite.FullyConnectedOptionsEnd(b)
+    operators = [
+        operator(0, [0], [1]),
+        operator(1, [1, 2, 3], [4], fc_options),
+        operator(2, [4], [5]),
+    ]
+    t, ops = table_vector(tensors), table_vector(operators)
+    ins, outs = vec(np.array([0], np.int32)), vec(np.array([5], np.int32))
+    tflite.SubGraphStart(b)
+    tflite.SubGraphAddTensors(b, t)
+    tflite.SubGraphAddInputs(b, ins)
+    tflite.SubGraphAddOutputs(b, outs)
+    tflite.SubGraphAddOperators(b, ops)
+    subgraph = tflite.SubGraphEnd(b)
+    codes = table_vector(
+        [
+            opcode(tflite.BuiltinOperator.QUANTIZE),
+            opcode(tflite.BuiltinOperator.FULLY_CONNECTED),
+            opcode(tflite.BuiltinOperator.DEQUANTIZE),
+        ]
+    )
+    buffers = table_vector([buffer(b""), buffer(weights.tobytes()), buffer(bias.tobytes())])
+    subgraphs = table_vector([subgraph])
+    description = b.CreateString("edges")
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, codes)
+    tflite.ModelAddSubgraphs(b, subgraphs)
+    tflite.ModelAddBuffers(b, buffers)
+    tflite.ModelAddDescription(b, description)
+    b.Finish(tflite.ModelEnd(b), b"TFL3")
+    return bytes(b.Output())
+
+
+@pytest.mark.parametrize("input_type", ["float32", "uint8"])
+def test_an_int8_model_with_float_or_uint8_edges_is_compared_behind_them(
+    input_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TFLM gets what its application would write (the real values, or them quantized to uint8) and its
+    int8 output is read behind the DEQUANTIZE; the values lie off the int8 grid."""
+    model = tmp_path / f"{input_type}.tflite"
+    model.write_bytes(_edge_model(input_type))
+    params = _quantize(model, tmp_path / "p.json")
+    data = tmp_path / "x.npy"
+    np.save(data, np.random.default_rng(1).uniform(-2.5, 2.5, size=(50, 4)).astype(np.float32))
+    report = json.loads(_evaluate(capsys, str(model), str(params), "--data", str(data), "--json")[0])
+    assert (report["tflm_mismatched_bytes"], report["tflm_compared_bytes"]) == (0, 150)
 
 
 def _evaluate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[str, str]:
