@@ -188,8 +188,12 @@ def test_int8_vectors_given_as_real_values_match_tflm_byte_for_byte(
     data = tmp_path / "d.npy"
     np.save(data, ((q.astype(np.float64) - zero_point) * scale).astype(np.float32))
     outputs = _tflm_outputs(model, q)
-    out, _ = _evaluate(capsys, str(model), str(params), "--data", str(data), "--json")
+    written = tmp_path / "report.json"
+    out, _ = _evaluate(
+        capsys, str(model), str(params), "--data", str(data), "--json", "--report-json", str(written)
+    )
     report = json.loads(out)
+    assert json.loads(written.read_text()) == report
     assert report["samples"] == SAMPLES
     assert report["tflm_mismatched_bytes"] == 0
     assert report["tflm_compared_bytes"] == outputs.size
