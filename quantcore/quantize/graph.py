@@ -36,7 +36,8 @@ class QuantConfig:
     int16_layers: frozenset[str] = frozenset()
     """Layers that run with int16 activations on CMSIS-NN's s16 kernels (mixed precision)."""
     lower_pools: bool = True
-    """Run an average pool that narrows its range a lot as a depthwise conv (its own output scale)."""
+    """Run every average pool that narrows its range NARROWING times as a depthwise conv (its own output
+    scale). pipeline.quantize passes False and substitutes the pools lowering's rule chose itself."""
 
 
 @dataclass(frozen=True)
