@@ -35,7 +35,8 @@ OPSET = 17
 on); the default exporter writes its own default (20 in torch 2.13)."""
 
 Note = Callable[[str], None]
-"""Where a note on the export goes (one line); by default to stderr, as the CLI shows warnings."""
+"""Where a note on the export goes (one line); by default stderr, as "fixpoint: note: ..." (the CLI's
+form of a note)."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -51,7 +52,7 @@ def _torch() -> Any:
 
 
 def _stderr_note(line: str) -> None:
-    print(f"warning: {line}", file=sys.stderr)
+    print(f"fixpoint: note: {line}", file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -147,7 +147,7 @@ def test_the_torchscript_exporter_runs_when_the_default_fails_with_a_one_line_no
     out, err = capfd.readouterr()
     assert out == "" and err.count("\n") == 1
     assert re.fullmatch(
-        r"warning: torch:_Branchy: torch's default ONNX exporter failed: <class '[\w.]+"
+        r"fixpoint: note: torch:_Branchy: torch's default ONNX exporter failed: <class '[\w.]+"
         r"GuardOnDataDependentSymNode'>: Could not guard on data-dependent expression .*;"
         r" exported with the TorchScript exporter \(dynamo=False\)\n",
         err,
@@ -168,7 +168,7 @@ def test_without_onnxscript_the_torchscript_exporter_runs_with_a_note() -> None:
     )
     assert done.stdout == "17 ['CONV2D', 'RELU']\n"
     assert done.stderr == (
-        "warning: torch:Sequential: torch's default ONNX exporter needs onnxscript, which is not installed"
+        "fixpoint: note: torch:Sequential: torch's default ONNX exporter needs onnxscript, which is not installed"
         " (pip install onnxscript); exported with the TorchScript exporter (dynamo=False)\n"
     )
 
