@@ -16,8 +16,9 @@ What Fixpoint can turn into int8 CMSIS-NN code (CMSIS-NN {TARGET_VERSION}), as d
 every reason below is the message a user sees.
 
 Any ONNX node whose inputs are all constants is evaluated at import, whatever its type (Constant,
-Shape-Gather-Concat chains feeding a Reshape, Cast), so it needs no kernel. Graphs must have static
-shapes (a dynamic batch dimension is fixed at import).
+Shape-Gather-Concat chains feeding a Reshape, Cast), so it needs no kernel; so are the Shape of a tensor
+whose shape is static and a CastLike of a constant to an activation's type (both written by
+torch.onnx.export). Graphs must have static shapes (a dynamic batch dimension is fixed at import).
 """
 
 
