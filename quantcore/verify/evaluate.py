@@ -9,6 +9,7 @@ import numpy as np
 
 from quantcore.data import DataSet
 from quantcore.ir import Graph
+from quantcore.quantize import lowering
 from quantcore.runtime import int8_exec
 from quantcore.runtime.onnx_float import to_ir_layout
 from quantcore.verify.metrics import (
@@ -64,7 +65,8 @@ def evaluate_graphs(
         classifier=classifier,
         output_sqnr_db=output_sqnr_db([np.concatenate(float_outputs)], [np.concatenate(int8_outputs)]),
         layers=[
-            LayerMetrics.from_metrics(n.name, n.op.json_name, accumulators[n.name].result()) for n in layers
+            LayerMetrics.from_metrics(n.name, lowering.op_label(n), accumulators[n.name].result())
+            for n in layers
         ],
     )
 
