@@ -330,8 +330,6 @@ def test_evaluate_names_the_substituted_pool(
     why = result.document["transforms"]["pool_as_depthwise"]["layers"]["pool"]["why"]
     report = pipeline.evaluate(result.model, result.document, DataSet(spiky[1].x[:32]), str(params))
     ops = {layer.name: layer.op for layer in report.layers}
-    if ops["pool"] == "depthwise_conv2d":
-        pytest.xfail("quantcore/verify/evaluate.py names layers by node.op.json_name, not lowering.op_label")
     assert ops["pool"] == f"avg_pool (as depthwise_conv2d: {why})"
     assert main(["evaluate", str(spiky[0]), str(params), "--data", str(data)]) == 0
     assert f"avg_pool (as depthwise_conv2d: {why})" in capsys.readouterr().out
