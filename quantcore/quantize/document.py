@@ -23,6 +23,7 @@ import numpy as np
 from quantcore import __version__, display, limits, untrusted
 from quantcore.errors import InputError
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
+from quantcore.passes import io_layout
 from quantcore.passes.equalize import equalize
 from quantcore.quantize import lowering
 from quantcore.quantize.bias_correction import corrected_bias
@@ -94,6 +95,9 @@ def _io(graph: Graph, name: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": name, "shape": list(tensor.shape)}
     if tensor.layout is not None:
         entry["layout"] = tensor.layout.value
+    model_layout = io_layout.model_layout(graph, name)  # what an application is told to convert from
+    if model_layout is not None:
+        entry["model_layout"] = model_layout.value
     return entry
 
 
