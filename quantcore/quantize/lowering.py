@@ -173,7 +173,12 @@ def choose(
     qgraph = build({})
     if not names:
         return Choice(qgraph)
-    sqnr, cost = score(qgraph), memory(qgraph)
+    try:
+        cost = memory(qgraph)
+    except QuantcoreError as err:  # the model as quantized cannot be generated: nothing to cost against
+        why = f"kept: the memory cost cannot be measured ({err})"
+        return Choice(qgraph, {name: _record(graph, name, ranges, False, why) for name in names})
+    sqnr = score(qgraph)
     layers: dict[str, dict[str, Any]] = {}
     for name in names:
         kept = {n: r["why"] for n, r in layers.items() if r["substituted"]}

@@ -393,3 +393,24 @@ def test_an_int8_tflite_keeps_its_pools(tmp_path: Path, capsys: pytest.CaptureFi
             " either way)"
         )
     )
+
+
+def test_a_model_the_code_generator_refuses_keeps_its_pools_and_says_why(tmp_path: Path) -> None:
+    """int16 around the residual net's pad cannot be generated (arm_pad_s8 is int8 only): the pools
+    cannot be costed, so they are kept with that reason instead of quantize failing (found by fuzzing)."""
+    from quantcore.calibrate.method import Method, RangeMethod
+    from tests.onnx_models import residual_cnn
+
+    path = tmp_path / "residual.onnx"
+    onnx.save(residual_cnn(1), path)
+    data = DataSet(np.random.default_rng(1).uniform(0, 1, (24, 1, 12, 12)).astype(np.float32))
+    options = pipeline.QuantizeOptions(
+        method=RangeMethod(Method.MINMAX), int16_layers=frozenset({"conv1", "gating"}), equalize=False
+    )
+    document = pipeline.quantize(pipeline.load_model(path), data, options).document
+    layers = document["transforms"]["pool_as_depthwise"]["layers"]
+    assert layers and not any(record["substituted"] for record in layers.values())
+    assert all(
+        record["why"].startswith("kept: the memory cost cannot be measured (layer 'pad' (pad) moves int16")
+        for record in layers.values()
+    )
