@@ -104,19 +104,12 @@ def global_average_pool(b: Builder, n: OnnxNode) -> None:
     b.emit(n.name, Op.GLOBAL_AVG_POOL, (_x(b, n),), (b.output(n.outputs[0], n.name),))
 
 
-def global_max_pool(b: Builder, n: OnnxNode) -> None:
-    _, _, h, w = b.shape(n.inputs[0], n.name)
-    attrs = {"kernel": (h, w), "strides": (h, w), "pads": (0, 0, 0, 0), "ceil_pads": (0, 0)}
-    b.emit(n.name, Op.MAX_POOL, (_x(b, n),), (b.output(n.outputs[0], n.name),), attrs)
-
-
-def _spatial_reduction(b: Builder, n: OnnxNode, op: Op) -> None:
-    """A mean or maximum over H and/or W: the pool the TorchScript exporter writes for the same layer
-    (GlobalAveragePool for a mean over both; a pool whose window is the whole reduced axis otherwise),
-    then a RESHAPE where keepdims=0 dropped the reduced axes."""
-    x, axes = _x(b, n), spatial_axes(n) or ()
+def _whole_axis_pool(b: Builder, n: OnnxNode, op: Op, axes: tuple[int, ...]) -> None:
+    """A mean or maximum over H and/or W (`axes`, the reduced ones of size > 1): the pool the TorchScript
+    exporter writes for the same layer (GlobalAveragePool for a mean over both; a pool whose window is the
+    whole reduced axis otherwise), then a RESHAPE where keepdims=0 dropped the reduced axes."""
+    x, y = _x(b, n), b.output(n.outputs[0], n.name)
     batch, channels, h, w = b.tensors[x].shape
-    y = b.output(n.outputs[0], n.name)
     if not axes:  # every reduced axis has size 1: the result is the input itself
         b.emit(n.name, Op.RESHAPE, (x,), (y,), {"shape": b.tensors[y].shape})
         return
@@ -126,8 +119,12 @@ def _spatial_reduction(b: Builder, n: OnnxNode, op: Op) -> None:
     if op is Op.AVG_POOL and set(axes) == {2, 3}:
         b.emit(n.name, Op.GLOBAL_AVG_POOL, (x,), (pooled,))
     else:
-        attrs: dict[str, object] = {"kernel": window, "strides": window, "pads": (0, 0, 0, 0)}
-        attrs["ceil_pads"] = (0, 0)
+        attrs: dict[str, object] = {
+            "kernel": window,
+            "strides": window,
+            "pads": (0, 0, 0, 0),
+            "ceil_pads": (0, 0),
+        }
         if op is Op.AVG_POOL:
             attrs["count_include_pad"] = False
         b.emit(n.name, op, (x,), (pooled,), attrs)
@@ -135,12 +132,16 @@ def _spatial_reduction(b: Builder, n: OnnxNode, op: Op) -> None:
         b.emit(f"{n.name}:squeeze", Op.RESHAPE, (pooled,), (y,), {"shape": b.tensors[y].shape})
 
 
+def global_max_pool(b: Builder, n: OnnxNode) -> None:
+    _whole_axis_pool(b, n, Op.MAX_POOL, (2, 3))
+
+
 def reduce_mean(b: Builder, n: OnnxNode) -> None:
-    _spatial_reduction(b, n, Op.AVG_POOL)
+    _whole_axis_pool(b, n, Op.AVG_POOL, spatial_axes(n) or ())
 
 
 def reduce_max(b: Builder, n: OnnxNode) -> None:
-    _spatial_reduction(b, n, Op.MAX_POOL)
+    _whole_axis_pool(b, n, Op.MAX_POOL, spatial_axes(n) or ())
 
 
 # -- fully connected ------------------------------------------------------------------------------------
