@@ -12,13 +12,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from quantcore import limits
-from quantcore.display import quoted, shown
+from quantcore.display import quoted
 from quantcore.errors import ModelError, UnsupportedError
+from quantcore.importers import _geometry
 from quantcore.importers._tflite_read import TflModel, TflOperator, TflTensor
 from quantcore.ir import Activation, DType, Graph, Layout, Node, Op, QuantParams, Tensor
 from quantcore.passes.io_layout import MODEL_LAYOUTS
@@ -494,17 +496,14 @@ def _window(
     in_hw, out_hw = state.tensors[x].shape[1:3], state.tensors[y].shape[1:3]
     if min(*stride, *dilation, *kernel) <= 0 or padding not in (0, 1):
         raise state.error(op, f"has stride {stride}, dilation {dilation}, kernel {kernel}, padding {padding}")
-    pads = []
-    for axis in (0, 1):
-        effective = (kernel[axis] - 1) * dilation[axis] + 1
-        size, step = in_hw[axis], stride[axis]
-        out = (size + step - 1) // step if padding == 0 else (size + step - effective) // step
-        if out != out_hw[axis]:
-            raise state.error(
-                op, f"its output is {out_hw} but TFLite's window rule gives {out} on axis {axis}"
-            )
-        pads.append(max((out - 1) * step + effective - size, 0))
-    return (pads[0] // 2, pads[1] // 2, pads[0] - pads[0] // 2, pads[1] - pads[1] // 2)
+    # TFLite's SAME (0) is ONNX's SAME_UPPER, its VALID (1) ONNX's VALID.
+    auto_pad = "SAME_UPPER" if padding == 0 else "VALID"
+    geometry = _geometry.resolve(
+        (in_hw[0], in_hw[1]), kernel, strides=stride, dilations=dilation, pads=None, auto_pad=auto_pad
+    )
+    if geometry.output_hw != out_hw:
+        raise state.error(op, f"its output is {out_hw} but TFLite's window rule gives {geometry.output_hw}")
+    return geometry.pads
 
 
 def _emit(
@@ -613,14 +612,6 @@ def _pool(state: _State, op: TflOperator, kind: Op) -> None:
     _emit(state, y, kind, (x,), (y,), **attrs)
 
 
-def max_pool(state: _State, op: TflOperator) -> None:
-    _pool(state, op, Op.MAX_POOL)
-
-
-def average_pool(state: _State, op: TflOperator) -> None:
-    _pool(state, op, Op.AVG_POOL)
-
-
 def mean(state: _State, op: TflOperator) -> None:
     x = _input(state, op, 0)
     shape = state.tensors[x].shape
@@ -669,14 +660,6 @@ def _binary(state: _State, op: TflOperator, kind: Op) -> None:
             " elementwise kernels take operands of the same shape",
         )
     _emit(state, y, kind, (a, b), (y,), **_fused(state, op, y))
-
-
-def add(state: _State, op: TflOperator) -> None:
-    _binary(state, op, Op.ADD)
-
-
-def mul(state: _State, op: TflOperator) -> None:
-    _binary(state, op, Op.MUL)
 
 
 def reshape(state: _State, op: TflOperator) -> None:
@@ -762,11 +745,11 @@ HANDLERS: Mapping[str, Handler] = {
     "CONV_2D": conv,
     "DEPTHWISE_CONV_2D": depthwise,
     "FULLY_CONNECTED": fully_connected,
-    "AVERAGE_POOL_2D": average_pool,
-    "MAX_POOL_2D": max_pool,
+    "AVERAGE_POOL_2D": partial(_pool, kind=Op.AVG_POOL),
+    "MAX_POOL_2D": partial(_pool, kind=Op.MAX_POOL),
     "MEAN": mean,
-    "ADD": add,
-    "MUL": mul,
+    "ADD": partial(_binary, kind=Op.ADD),
+    "MUL": partial(_binary, kind=Op.MUL),
     "RESHAPE": reshape,
     "SOFTMAX": softmax,
     "PAD": pad,
@@ -776,4 +759,4 @@ HANDLERS: Mapping[str, Handler] = {
     "QUANTIZE": _quantize_edge,
     "DEQUANTIZE": _quantize_edge,
 }
-__all__ = ["HANDLERS", "shown", "translate"]
+__all__ = ["HANDLERS", "translate"]
