@@ -180,9 +180,8 @@ class _Reader:
         return f"CUSTOM:{shown(_text(code.CustomCode()))}" if name == "CUSTOM" else name
 
     def _indices(self, read: Callable[[], Any], length: int, what: str, tensors: int) -> tuple[int, ...]:
-        if not self.count(length, what, 4):
-            return ()
-        values = tuple(int(v) for v in np.asarray(read()).reshape(-1))
+        """Tensor indices (-1: an absent optional one), each checked against the model's `tensors`."""
+        values = self._integers(read, length, what)
         bad = [v for v in values if not -1 <= v < tensors]
         if bad:
             raise self.error(f"is corrupt: {what} name tensor {bad[0]}, but the model has {tensors} tensors")
@@ -191,8 +190,8 @@ class _Reader:
     def _tensor(self, t: Any, index: int, buffers: int) -> TflTensor:
         name = _text(t.Name()) or f"tensor_{index}"
         dtype = _TYPES.get(t.Type(), f"TYPE_{t.Type()}")
-        shape = self._indices_free(t.ShapeAsNumpy, t.ShapeLength(), f"the shape of tensor {quoted(name)}")
-        signature = self._indices_free(
+        shape = self._integers(t.ShapeAsNumpy, t.ShapeLength(), f"the shape of tensor {quoted(name)}")
+        signature = self._integers(
             t.ShapeSignatureAsNumpy, t.ShapeSignatureLength(), f"the shape signature of {quoted(name)}"
         )
         if any(d < 0 for d in shape):
@@ -205,7 +204,8 @@ class _Reader:
         data = self._data(buffer, name, shape, dtype) if buffers else None
         return TflTensor(index, name, shape, dtype, data, quant, dynamic)
 
-    def _indices_free(self, read: Callable[[], Any], length: int, what: str) -> tuple[int, ...]:
+    def _integers(self, read: Callable[[], Any], length: int, what: str) -> tuple[int, ...]:
+        """An int32 vector (a shape, indices) whose length the file can hold."""
         if not self.count(length, what, 4):
             return ()
         return tuple(int(v) for v in np.asarray(read()).reshape(-1))

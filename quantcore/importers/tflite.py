@@ -17,7 +17,6 @@ The translation of each operator is in _tflite_ops.py.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +36,6 @@ class TfliteSource:
 
     data: bytes
     path: str
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
 
 
 def import_tflite(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None) -> Graph:
