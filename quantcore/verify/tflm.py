@@ -19,7 +19,6 @@ so a crash in it is a message.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,14 +80,11 @@ def compare(path: str, graph: Graph, qgraph: Graph, x: np.ndarray) -> TflmCompar
     """Fixpoint's int8 result (int8_exec on the inputs quantized as model.h says) against TFLM's
     interpreter on the same samples `x` (real values, the model's layout, batch first)."""
     data = untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES)
-    recorded = graph.meta.get("sha256")
-    if recorded and hashlib.sha256(data).hexdigest() != recorded:
-        raise ModelError(path, "changed while it was being evaluated; run fixpoint evaluate again")
     name = qgraph.inputs[0]
     q = int8_exec.quantize_inputs(qgraph, {name: x})[name]
+    theirs = isolated(path, lambda: _run_tflm(data, path, graph.meta.get("sha256"), x, q))
     env = int8_exec.run(qgraph, {name: q})
     ours = [env[out].reshape(len(x), -1) for out in qgraph.outputs]
-    theirs = isolated(path, lambda: _run_tflm(data, path, x, q))
     if len(theirs) != len(ours):
         raise ModelError(path, f"TFLM gives {len(theirs)} outputs, Fixpoint's graph {len(ours)}")
     mismatched = sum(
@@ -97,11 +93,14 @@ def compare(path: str, graph: Graph, qgraph: Graph, x: np.ndarray) -> TflmCompar
     return TflmComparison(mismatched, sum(a.size for a in ours), len(x))
 
 
-def _run_tflm(data: bytes, path: str, x: np.ndarray, q: np.ndarray) -> list[np.ndarray]:
-    """TFLM's int8 output tensors, (samples, elements) each, one invoke per sample (its batch is 1)."""
+def _run_tflm(data: bytes, path: str, recorded: str | None, x: np.ndarray, q: np.ndarray) -> list[np.ndarray]:
+    """TFLM's int8 output tensors, (samples, elements) each, one invoke per sample (its batch is 1), for
+    the model `data` - the one imported when its sha256 is `recorded`."""
     from tflite_micro.python.tflite_micro import runtime
 
-    model = read_model(data, path)
+    model = read_model(data, path)  # hashes the bytes once
+    if recorded and model.sha256 != recorded:
+        raise ModelError(path, "changed while it was being evaluated; run fixpoint evaluate again")
     inner = _inner_outputs(model)
     config, arena = runtime.InterpreterConfig.kAllocationRecording, None  # None: the package's own size
     if inner != list(model.outputs):  # an edge conversion: the int8 tensor behind it is read after invoke
