@@ -97,8 +97,8 @@ def translate(model: TflModel) -> Graph:
     _edges(state)
     inputs = [_graph_input(state, i) for i in model.inputs]
     for op in model.operators:
-        if op.op in ("QUANTIZE", "DEQUANTIZE") and _is_edge(state, op):
-            continue
+        if op.op in ("QUANTIZE", "DEQUANTIZE") and (_is_edge(state, op) or op.outputs[0] in state.consts):
+            continue  # an edge conversion, or float16 weights _edges folded into a constant
         HANDLERS[op.op](state, op)
     outputs = [state.names[i] for i in model.outputs]
     meta = {
@@ -737,7 +737,7 @@ def _same_quant(state: _State, op: TflOperator, x: str, y: str) -> None:
 
 
 def _quantize_edge(state: _State, op: TflOperator) -> None:
-    raise state.error(op, "is a conversion inside the model")  # edges never reach here (translate skips them)
+    raise state.error(op, "is a conversion inside the model")  # never reached: translate skips them
 
 
 Handler = Callable[[_State, TflOperator], None]

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import flatbuffers
+import numpy as np
 import pytest
 import tflite
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +20,7 @@ from hypothesis import strategies as st
 from quantcore.cli import main
 from quantcore.errors import ModelError
 from quantcore.importers.tflite import import_tflite
-from quantcore.ir import Graph
+from quantcore.ir import Graph, Op
 from tests import tflm
 
 FUZZ = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 0)
@@ -146,49 +148,37 @@ def test_wrong_identifier(hello: bytes, tmp_path: Path, capsys: pytest.CaptureFi
     ), message
 
 
-def test_unsupported_operators_are_listed_with_index_and_reason(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    raw = tflm.model("trained_lstm_int8").read_bytes()
-    message = _refused(tmp_path, raw, capsys)
-    assert message.endswith(
+REFUSED_MODELS = {
+    "unsupported_operators_are_listed_with_index_and_reason": (
+        "trained_lstm_int8",
+        "bad.tflite",
         "bad.tflite: 1 operator is not supported: operator 0 UNIDIRECTIONAL_SEQUENCE_LSTM (output"
         " 'tfl.unidirectional_sequence_lstm'): Fixpoint does not translate LSTM layers yet; no"
         " re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has the"
-        " kernels; a later version of Fixpoint)"
-    ), message
-
-
-def test_the_same_operator_refused_again_is_one_group(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    message = _refused(tmp_path, tflm.model("keyword_scrambled_8bit").read_bytes(), capsys)
-    assert message.endswith(
+        " kernels; a later version of Fixpoint)",
+    ),
+    "the_same_operator_refused_again_is_one_group": (
+        "keyword_scrambled_8bit",
+        "bad.tflite",
         "bad.tflite: 7 operators are not supported: operators 1, 3, 5, 7, 9, 10, 11 SVDF (outputs 'tensor_5',"
         " 'tensor_13', 'tensor_21' and 4 more): Fixpoint does not translate SVDF layers yet; no"
         " re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has the"
-        " kernels; a later version of Fixpoint)"
-    ), message
-
-
-def test_different_advice_is_given_per_operator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    message = _refused(tmp_path, tflm.model("dtln_noise_suppression").read_bytes(), capsys)
-    assert message.endswith(
+        " kernels; a later version of Fixpoint)",
+    ),
+    "different_advice_is_given_per_operator": (
+        "dtln_noise_suppression",
+        "bad.tflite",
         "bad.tflite: 3 operators are not supported: operators 0, 1 UNIDIRECTIONAL_SEQUENCE_LSTM (outputs"
         " 'tfl.unidirectional_sequence_lstm', 'tfl.unidirectional_sequence_lstm1'): Fixpoint does not"
         " translate LSTM layers yet; operator 3 LOGISTIC (output 'StatefulPartitionedCall:0'): CMSIS-NN has"
         " no int8 kernel for it (arm_nn_activation_s16 takes int16 only); for UNIDIRECTIONAL_SEQUENCE_LSTM:"
         " no re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has"
         " the kernels; a later version of Fixpoint); for LOGISTIC: re-convert the model with supported"
-        " operators in their place (SUPPORTED_OPS.md)"
-    ), message
-
-
-def test_tflms_signal_library_is_named_as_feature_extraction(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    message = _refused(tmp_path, tflm.model("audio_preprocessor_int8").read_bytes(), capsys)
-    assert message.endswith(
+        " operators in their place (SUPPORTED_OPS.md)",
+    ),
+    "tflms_signal_library_is_named_as_feature_extraction": (
+        "audio_preprocessor_int8",
+        "bad.tflite",
         "bad.tflite: 17 operators are not supported: operators 0, 2, 3, 4, 9, 10, 11, 12, 13 CUSTOM:Signal*"
         " (outputs 'signal_window', 'signal_fft_auto_scale', 'signal_rfft' and 6 more): an operator of"
         " TFLM's signal library (audio feature extraction, not a network layer); operators 5 CAST,"
@@ -196,20 +186,33 @@ def test_tflms_signal_library_is_named_as_feature_extraction(
         " 'strided_slice', 'Cast_1' and 5 more): no CMSIS-NN kernel in Fixpoint's support table runs it;"
         " for CUSTOM:Signal*: compute the features in the application (TFLM's signal library runs there)"
         " and import the network that takes them; for CAST, STRIDED_SLICE, DIV, MINIMUM, MAXIMUM:"
-        " re-convert the model with supported operators in their place (SUPPORTED_OPS.md)"
-    ), message
-
-
-def test_a_model_compiled_by_vela_asks_for_the_model_before_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    message = _refused(tmp_path, tflm.model("person_detect_vela").read_bytes(), capsys)
-    assert message.endswith(
+        " re-convert the model with supported operators in their place (SUPPORTED_OPS.md)",
+    ),
+    "a_model_compiled_by_vela_asks_for_the_model_before_it": (
+        "person_detect_vela",
+        "bad.tflite",
         "bad.tflite: 1 operator is not supported: operator 0 CUSTOM:ethos-u (output"
         " 'MobilenetV1/Predictions/Reshape_1'): the model was compiled by Vela for an Ethos-U NPU (the"
         " network is inside this one operator); import the .tflite that was given to Vela, before its"
-        " compilation"
-    ), message
+        " compilation",
+    ),
+    "float_model_without_calib_is_refused": (
+        "hello_world_float",
+        "float.tflite",
+        "float.tflite: a float model needs --calib DATA (representative inputs) to choose its activation"
+        " ranges; only an int8 .tflite (TensorFlow's full-integer converter) brings its own",
+    ),
+}
+"""TFLM example models refused: test id -> (model, the file's name, how the message ends)."""
+
+
+@pytest.mark.parametrize("case", list(REFUSED_MODELS))
+def test_a_refused_model_is_one_message_saying_why_and_what_to_do(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, file, ending = REFUSED_MODELS[case]
+    message = _refused(tmp_path, tflm.model(model).read_bytes(), capsys, file)
+    assert message.endswith(ending), message
 
 
 def test_int8_mean_is_refused_with_tflms_arithmetic(
@@ -220,14 +223,6 @@ def test_int8_mean_is_refused_with_tflms_arithmetic(
         "operator 81 (MEAN, output 'adaptive_avg_pool2d_1.1_transform_1'): TFLM computes an int8 MEAN"
         in message
     )
-
-
-def test_float_model_without_calib_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    message = _refused(tmp_path, tflm.model("hello_world_float").read_bytes(), capsys, "float.tflite")
-    assert message.endswith(
-        "float.tflite: a float model needs --calib DATA (representative inputs) to choose its activation"
-        " ranges; only an int8 .tflite (TensorFlow's full-integer converter) brings its own"
-    ), message
 
 
 def outcome(raw: bytes) -> Graph | ModelError:
@@ -255,3 +250,85 @@ def mutated(draw: st.DrawFn) -> bytes:
 @given(mutated())
 def test_mutated_bytes_import_or_fail_with_one_line(raw: bytes) -> None:
     assert isinstance(outcome(raw), Graph | ModelError)
+
+
+def _float16_weights_model(weights: np.ndarray) -> bytes:
+    """x (1, 4) -> FULLY_CONNECTED whose float32 weights are a DEQUANTIZE of float16 constants, as
+    TensorFlow's float16 post-training quantization writes them."""
+    b = flatbuffers.Builder(1024)
+
+    def vec(array: np.ndarray) -> int:
+        return int(b.CreateNumpyVector(np.ascontiguousarray(array)))
+
+    def table_vector(offsets: list[int]) -> int:
+        b.StartVector(4, len(offsets), 4)
+        for offset in reversed(offsets):
+            b.PrependUOffsetTRelative(offset)
+        return int(b.EndVector())
+
+    def buffer(data: bytes) -> int:
+        raw = vec(np.frombuffer(data, np.uint8)) if data else None
+        tflite.BufferStart(b)
+        if raw is not None:
+            tflite.BufferAddData(b, raw)
+        return int(tflite.BufferEnd(b))
+
+    def tensor(name: str, shape: list[int], dtype: int, buffer_index: int) -> int:
+        n, sh = b.CreateString(name), vec(np.array(shape, np.int32))
+        tflite.TensorStart(b)
+        tflite.TensorAddName(b, n)
+        tflite.TensorAddShape(b, sh)
+        tflite.TensorAddType(b, dtype)
+        tflite.TensorAddBuffer(b, buffer_index)
+        return int(tflite.TensorEnd(b))
+
+    def opcode(code: int) -> int:
+        tflite.OperatorCodeStart(b)
+        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, code)
+        tflite.OperatorCodeAddBuiltinCode(b, code)
+        return int(tflite.OperatorCodeEnd(b))
+
+    def operator(index: int, inputs: list[int], outputs: list[int]) -> int:
+        i, o = vec(np.array(inputs, np.int32)), vec(np.array(outputs, np.int32))
+        tflite.OperatorStart(b)
+        tflite.OperatorAddOpcodeIndex(b, index)
+        tflite.OperatorAddInputs(b, i)
+        tflite.OperatorAddOutputs(b, o)
+        return int(tflite.OperatorEnd(b))
+
+    T = tflite.TensorType
+    shapes = [[1, 4], list(weights.shape), list(weights.shape), [1, weights.shape[0]]]
+    types, buffers = [T.FLOAT32, T.FLOAT16, T.FLOAT32, T.FLOAT32], [0, 1, 0, 0]
+    tensors = table_vector(
+        [
+            tensor(n, s, t, i)
+            for n, s, t, i in zip(["x", "w16", "w", "y"], shapes, types, buffers, strict=True)
+        ]
+    )
+    operators = table_vector([operator(0, [1], [2]), operator(1, [0, 2, -1], [3])])
+    inputs, outputs = vec(np.array([0], np.int32)), vec(np.array([3], np.int32))
+    tflite.SubGraphStart(b)
+    tflite.SubGraphAddTensors(b, tensors)
+    tflite.SubGraphAddInputs(b, inputs)
+    tflite.SubGraphAddOutputs(b, outputs)
+    tflite.SubGraphAddOperators(b, operators)
+    subgraphs = table_vector([tflite.SubGraphEnd(b)])
+    ops = tflite.BuiltinOperator
+    codes = table_vector([opcode(ops.DEQUANTIZE), opcode(ops.FULLY_CONNECTED)])
+    data = table_vector([buffer(b""), buffer(weights.tobytes())])
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, codes)
+    tflite.ModelAddSubgraphs(b, subgraphs)
+    tflite.ModelAddBuffers(b, data)
+    b.Finish(tflite.ModelEnd(b), b"TFL3")
+    return bytes(b.Output())
+
+
+def test_float16_weights_are_folded_not_refused_as_a_conversion() -> None:
+    """The DEQUANTIZE of float16 weights becomes their float32 constant (it was once folded and then
+    refused as 'a conversion inside the model')."""
+    weights = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float16)
+    graph = import_tflite(_float16_weights_model(weights), name="f16.tflite")
+    assert [(n.op, n.inputs) for n in graph.nodes] == [(Op.FULLY_CONNECTED, ("x", "w", ""))]
+    assert np.array_equal(graph.constant("w"), weights.astype(np.float32))
