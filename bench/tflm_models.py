@@ -88,13 +88,7 @@ class ModelFigures:
 
 
 def tflm_outputs(path: Path, cases: np.ndarray) -> list[bytes]:
-    interpreter = tflm.interpreter(path)
-    outputs = []
-    for sample in cases:
-        interpreter.set_input(sample[np.newaxis], 0)
-        interpreter.invoke()
-        outputs.append(interpreter.get_output(0).tobytes())
-    return outputs
+    return [output.tobytes() for output in tflm.outputs(tflm.interpreter(path), cases)]
 
 
 def tflm_arena(path: Path) -> dict[str, int]:
@@ -296,9 +290,7 @@ def main() -> None:
     plugin, why = firmware_bench.build_plugin(args.plugin_source)
     if plugin is None:
         print(f"note: no instruction counts: {why}")
-    for core in {firmware_bench_core(t) for t in ["host", *args.targets]}:
-        cmsis_nn.build_library(cmsis_nn.locate(), core)
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch:  # build_firmware builds CMSIS-NN per core when needed
         ctx = {"nn": cmsis_nn.locate(), "plugin": plugin, "work": args.work_dir or Path(scratch)}
         rows = []
         for name in tflm.MODELS:
@@ -306,12 +298,6 @@ def main() -> None:
             print_model(rows[-1])
     print()
     print(markdown(rows, args.targets))
-
-
-def firmware_bench_core(target: str) -> Any:
-    from quantcore.targets.target import BUILTIN
-
-    return BUILTIN[target].core
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 _EXAMPLES = "tensorflow/lite/micro/examples/"
@@ -59,3 +60,25 @@ def interpreter(path: Path) -> Any:
     return runtime.Interpreter.from_file(
         str(path), intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors
     )
+
+
+def input_quantization(interpreter: Any) -> tuple[tuple[int, ...], float, int]:
+    """The model input's shape after the batch, its scale and its zero point (TFLM's own)."""
+    details = interpreter.get_input_details(0)
+    quant = details["quantization_parameters"]
+    return tuple(details["shape"][1:]), float(quant["scales"][0]), int(quant["zero_points"][0])
+
+
+def real_values(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """The data D for int8 vectors q: (q - zero_point) * scale as float32, which quantizes back to q."""
+    return ((q.astype(np.float64) - zero_point) * scale).astype(np.float32)
+
+
+def outputs(interpreter: Any, samples: np.ndarray) -> list[np.ndarray]:
+    """TFLM's output 0 for each sample, one invoke each (TFLM's batch is 1)."""
+    result = []
+    for sample in samples:
+        interpreter.set_input(sample[np.newaxis], 0)
+        interpreter.invoke()
+        result.append(interpreter.get_output(0))
+    return result

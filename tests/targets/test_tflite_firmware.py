@@ -45,24 +45,17 @@ class Prepared:
         self.params = folder / "p.json"
         assert cli.main(["quantize", str(self.model), "-o", str(self.params)]) == 0
         interpreter = tflm.interpreter(self.model)
-        details = interpreter.get_input_details(0)
-        shape = tuple(details["shape"][1:])
+        shape, scale, zero_point = tflm.input_quantization(interpreter)
         rng = np.random.default_rng(18)
         q = np.concatenate([
             rng.integers(-128, 128, size=(RANDOM_CASES, *shape), dtype=np.int8),
             np.full((1, *shape), -128, np.int8),
             np.full((1, *shape), 127, np.int8),
         ])  # fmt: skip
-        quant = details["quantization_parameters"]
-        scale, zero_point = float(quant["scales"][0]), int(quant["zero_points"][0])
         self.data = folder / "d.npy"
-        np.save(self.data, ((q.astype(np.float64) - zero_point) * scale).astype(np.float32))
+        np.save(self.data, tflm.real_values(q, scale, zero_point))
         self.cases = len(q)
-        self.tflm_outputs = []
-        for sample in q:
-            interpreter.set_input(sample[np.newaxis], 0)
-            interpreter.invoke()
-            self.tflm_outputs.append(interpreter.get_output(0).tobytes())
+        self.tflm_outputs = [output.tobytes() for output in tflm.outputs(interpreter, q)]
 
 
 @pytest.fixture(scope="module", params=MODELS)

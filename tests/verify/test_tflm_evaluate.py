@@ -33,21 +33,13 @@ def _quantize(model: Path, out: Path, *extra: str) -> Path:
 
 def _int8_inputs(model: Path, seed: int = 18) -> tuple[np.ndarray, float, int]:
     """Random int8 inputs over the whole range, and the input's scale and zero point (TFLM's own)."""
-    details = tflm.interpreter(model).get_input_details(0)
-    quant = details["quantization_parameters"]
-    shape = (SAMPLES, *details["shape"][1:])
-    q = np.random.default_rng(seed).integers(-128, 128, size=shape, dtype=np.int8)
-    return q, float(quant["scales"][0]), int(quant["zero_points"][0])
+    shape, scale, zero_point = tflm.input_quantization(tflm.interpreter(model))
+    q = np.random.default_rng(seed).integers(-128, 128, size=(SAMPLES, *shape), dtype=np.int8)
+    return q, scale, zero_point
 
 
 def _tflm_outputs(model: Path, q: np.ndarray) -> np.ndarray:
-    interpreter = tflm.interpreter(model)
-    rows = []
-    for sample in q:
-        interpreter.set_input(sample[np.newaxis], 0)
-        interpreter.invoke()
-        rows.append(interpreter.get_output(0).reshape(-1))
-    return np.stack(rows)
+    return np.stack([output.reshape(-1) for output in tflm.outputs(tflm.interpreter(model), q)])
 
 
 def _edge_model(input_type: str) -> bytes:
@@ -186,7 +178,7 @@ def test_int8_vectors_given_as_real_values_match_tflm_byte_for_byte(
     params = _quantize(model, tmp_path / "p.json")
     q, scale, zero_point = _int8_inputs(model)
     data = tmp_path / "d.npy"
-    np.save(data, ((q.astype(np.float64) - zero_point) * scale).astype(np.float32))
+    np.save(data, tflm.real_values(q, scale, zero_point))
     outputs = _tflm_outputs(model, q)
     written = tmp_path / "report.json"
     out, _ = _evaluate(
