@@ -224,23 +224,23 @@ def residual(args: argparse.Namespace, work: Path) -> Model | str:
     import onnx
 
     from quantcore.data import DataSet
-    from quantcore.runtime.onnx_float import to_ir_layout
+    from quantcore.passes.io_layout import to_firmware
     from tests.onnx_models import residual_cnn
 
     path = work / "residual.onnx"
     onnx.save(residual_cnn(), path)
     x = np.random.default_rng(3).normal(size=(40 + args.cases, 1, 12, 12)).astype(np.float32)
     fgraph, qgraph = _quantized(path, DataSet(x[:40]))
-    cases = verify.data_cases(qgraph, to_ir_layout(qgraph, qgraph.inputs[0], x[40:]), "seeded normal inputs")
+    cases = verify.data_cases(qgraph, to_firmware(qgraph, qgraph.inputs[0], x[40:]), "seeded normal inputs")
     return Model(
         "residual", "tests.onnx_models.residual_cnn, min/max on 40 seeded samples", qgraph, cases,
-        float_graph=fgraph, float_inputs=to_ir_layout(fgraph, fgraph.inputs[0], x[40:]).astype(np.float32),
+        float_graph=fgraph, float_inputs=to_firmware(fgraph, fgraph.inputs[0], x[40:]).astype(np.float32),
     )  # fmt: skip
 
 
 def fashion_mnist(name: str, args: argparse.Namespace) -> Model | str:
     from quantcore import data, pipeline
-    from quantcore.runtime.onnx_float import to_ir_layout
+    from quantcore.passes.io_layout import to_firmware
 
     folder = Path(args.fmnist).expanduser()
     onnx_path, calib_path, test_path = folder / f"{name}.onnx", folder / "calib_1000.npz", folder / "test.npz"
@@ -252,11 +252,11 @@ def fashion_mnist(name: str, args: argparse.Namespace) -> Model | str:
     source = test_path if test_path.is_file() else calib_path
     x = data.load(source, shape).head(args.cases).x
     cases = verify.data_cases(
-        qgraph, to_ir_layout(qgraph, qgraph.inputs[0], x), f"first images of {source.name}"
+        qgraph, to_firmware(qgraph, qgraph.inputs[0], x), f"first images of {source.name}"
     )
     return Model(
         name, f"Fashion-MNIST {name}, min/max on calib_1000", qgraph, cases,
-        float_graph=fgraph, float_inputs=to_ir_layout(fgraph, fgraph.inputs[0], x).astype(np.float32),
+        float_graph=fgraph, float_inputs=to_firmware(fgraph, fgraph.inputs[0], x).astype(np.float32),
     )  # fmt: skip
 
 

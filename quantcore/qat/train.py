@@ -36,6 +36,7 @@ from quantcore.errors import QuantcoreError
 from quantcore.ir import Graph, Op
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes.equalize import equalize
+from quantcore.passes.io_layout import to_firmware
 from quantcore.qat.fake_quant import FakeQuantNet, QatError
 from quantcore.qat.options import LOSSES, QatOptions
 from quantcore.quantize.bias_correction import corrected_bias
@@ -47,7 +48,6 @@ from quantcore.quantize.document import (
     to_document,
 )
 from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
-from quantcore.runtime.onnx_float import to_ir_layout
 from quantcore.verify.evaluate import float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import json_db
@@ -171,9 +171,7 @@ def _train(
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
     torch.manual_seed(options.seed)
-    x = torch.as_tensor(
-        np.ascontiguousarray(to_ir_layout(net.graph, net.graph.inputs[0], data.x), np.float32)
-    )
+    x = torch.as_tensor(np.ascontiguousarray(to_firmware(net.graph, net.graph.inputs[0], data.x), np.float32))
     y = torch.as_tensor(data.y if data.y is not None else np.zeros(len(data), np.int64))
     dataset = TensorDataset(x, y)
     sampler: DistributedSampler[Any] = DistributedSampler(

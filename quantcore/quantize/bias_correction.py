@@ -33,10 +33,10 @@ import numpy.typing as npt
 
 from quantcore.ir import Activation, Graph, Node, Op
 from quantcore.kernels.requantize import Rounding
+from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize.params import WEIGHTED_KERNELS
 from quantcore.quantize.scheme import dequantize, quantize_bias
 from quantcore.runtime import float_exec, int8_exec
-from quantcore.runtime.onnx_float import to_ir_layout
 
 Floats = npt.NDArray[np.float64]
 
@@ -58,7 +58,7 @@ def correct_biases(
     layers = {n.name: n for n in corrected_layers(float_graph, qgraph)}
     float_means = _float_input_means(float_graph, list(layers), data, batch_size)
     rounding = Rounding(qgraph.meta.get("rounding", "double"))
-    x = to_ir_layout(qgraph, qgraph.inputs[0], data.x)
+    x = to_firmware(qgraph, qgraph.inputs[0], data.x)
     env = int8_exec.quantize_inputs(qgraph, {qgraph.inputs[0]: x})
     last_use = _last_uses(qgraph)
     corrections: dict[str, Floats] = {}
@@ -119,7 +119,7 @@ def _float_input_means(
     sums: dict[str, Floats] = {}
     input_name = float_graph.inputs[0]
     for start in range(0, len(data), batch_size):
-        x = to_ir_layout(float_graph, input_name, data.x[start : start + batch_size])
+        x = to_firmware(float_graph, input_name, data.x[start : start + batch_size])
         env = float_exec.run(float_graph, {input_name: x})
         for layer, tensor in inputs.items():
             part = env[tensor].sum(axis=0, keepdims=True)

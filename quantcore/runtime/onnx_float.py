@@ -3,8 +3,9 @@
 Calibration and evaluation read the float value of every IR activation tensor. The importer keeps ONNX
 tensor names and the passes keep the name of the last tensor they fuse, so most IR activations exist in
 the ONNX model under the same name; onnxruntime is asked for them as extra outputs. 4-D tensors are
-transposed from ONNX's NCHW to the IR's NHWC. Tensors the passes created (layout transposes) are
-computed by the IR float executor from their inputs.
+transposed from ONNX's NCHW to the IR's NHWC (io_layout.to_firmware: not an input or output the model
+file gives as NHWC already). Tensors the passes created (layout transposes) are computed by the IR
+float executor from their inputs.
 
 The model comes as bytes, the ones the importer read and checked (quantcore.pipeline.load_model):
 onnxruntime never opens the model file, or a file the model names, itself. Its graph optimizations are
@@ -100,7 +101,7 @@ class OnnxFloat:
         of elements, and it saves a transposed copy of every tensor.
         """
         by_name = self._run(feeds_nchw)
-        arrange = to_ir_layout if layout else _as_is
+        arrange = io_layout.to_firmware if layout else _as_is
         result: dict[str, Array] = {}
         for name in self._session.wanted:
             result[name] = arrange(self.graph, name, np.asarray(by_name[name]))
@@ -125,23 +126,6 @@ class OnnxFloat:
 
 
 def _as_is(graph: Graph, name: str, value: Array) -> Array:
-    return value
-
-
-def _transposed(graph: Graph, name: str, value: Array) -> bool:
-    """A 4-D value the model file gives as NCHW while the IR holds it NHWC (quantcore.passes.io_layout)."""
-    return io_layout.transposed(graph, name) and value.ndim == 4
-
-
-def to_ir_layout(graph: Graph, name: str, value: Array) -> Array:
-    if _transposed(graph, name, value):
-        return value.transpose(0, 2, 3, 1)
-    return value
-
-
-def to_model_layout(graph: Graph, name: str, value: Array) -> Array:
-    if _transposed(graph, name, value):
-        return value.transpose(0, 3, 1, 2)
     return value
 
 

@@ -9,9 +9,9 @@ import numpy as np
 
 from quantcore.data import DataSet
 from quantcore.ir import Graph
+from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize import lowering
 from quantcore.runtime import int8_exec
-from quantcore.runtime.onnx_float import to_ir_layout
 from quantcore.verify.metrics import (
     ClassificationAccumulator,
     TensorAccumulator,
@@ -44,7 +44,7 @@ def evaluate_graphs(
     input_name = qgraph.inputs[0]
     for x, y in _batches(data, batch_size, progress):
         reference = float_model.activations({input_name: x})
-        q_inputs = int8_exec.quantize_inputs(qgraph, {input_name: to_ir_layout(qgraph, input_name, x)})
+        q_inputs = int8_exec.quantize_inputs(qgraph, {input_name: to_firmware(qgraph, input_name, x)})
         q = int8_exec.run(qgraph, q_inputs)
         for node in layers:
             out = node.outputs[0]
@@ -91,7 +91,7 @@ def int8_outputs(qgraph: Graph, data: DataSet, batch_size: int = 64) -> np.ndarr
     input_name, out_name = qgraph.inputs[0], qgraph.outputs[0]
     parts = []
     for x, _ in _batches(data, batch_size, False):
-        q_inputs = int8_exec.quantize_inputs(qgraph, {input_name: to_ir_layout(qgraph, input_name, x)})
+        q_inputs = int8_exec.quantize_inputs(qgraph, {input_name: to_firmware(qgraph, input_name, x)})
         q = int8_exec.run(qgraph, q_inputs)[out_name]
         parts.append(int8_exec.dequantize_tensor(qgraph, out_name, q).reshape(len(x), -1))
     return np.concatenate(parts)

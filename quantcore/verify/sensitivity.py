@@ -36,8 +36,8 @@ import numpy as np
 from quantcore.data import DataSet
 from quantcore.ir import Graph, Node, Op
 from quantcore.kernels.requantize import Rounding
+from quantcore.passes.io_layout import to_firmware
 from quantcore.runtime import float_exec, int8_exec
-from quantcore.runtime.onnx_float import to_ir_layout
 from quantcore.verify.evaluate import is_classifier
 from quantcore.verify.metrics import ClassificationAccumulator, output_sqnr_db
 from quantcore.verify.report import format_db, json_db, write_atomically
@@ -178,7 +178,7 @@ def layer_sensitivity(
     full: list[np.ndarray] = []
     input_name = float_graph.inputs[0]
     for start in range(0, len(data), batch_size):
-        x = to_ir_layout(float_graph, input_name, data.x[start : start + batch_size])
+        x = to_firmware(float_graph, input_name, data.x[start : start + batch_size])
         y = None if data.y is None else data.y[start : start + batch_size]
         env = float_exec.run(float_graph, {input_name: x})
         f_out = env[out_name].reshape(len(x), -1)
@@ -268,7 +268,7 @@ def gradient_magnitudes(float_graph: Graph, data: DataSet, batch_size: int = 64)
     input_name, out_name = float_graph.inputs[0], float_graph.outputs[0]
     ends_in_softmax = float_graph.nodes[-1].op is Op.SOFTMAX
     for start in range(0, len(data), batch_size):
-        x = to_ir_layout(float_graph, input_name, data.x[start : start + batch_size])
+        x = to_firmware(float_graph, input_name, data.x[start : start + batch_size])
         # The input asks for gradients so that every layer's output is part of the autograd graph.
         inputs = torch.as_tensor(np.asarray(x, np.float32)).requires_grad_(True)
         env: dict[str, torch.Tensor] = {**constants, input_name: inputs}

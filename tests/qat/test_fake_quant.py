@@ -17,12 +17,12 @@ from quantcore import pipeline  # noqa: E402
 from quantcore.data import DataSet  # noqa: E402
 from quantcore.ir import Op  # noqa: E402
 from quantcore.kernels.requantize import Rounding  # noqa: E402
+from quantcore.passes.io_layout import to_firmware  # noqa: E402
 from quantcore.qat.fake_quant import FakeQuantNet  # noqa: E402
 from quantcore.qat.train import QatOptions, qat  # noqa: E402
 from quantcore.quantize import params_json  # noqa: E402
 from quantcore.quantize.document import finetuned_weights, from_document, write_finetuned  # noqa: E402
 from quantcore.runtime import int8_exec  # noqa: E402
-from quantcore.runtime.onnx_float import to_ir_layout  # noqa: E402
 from tests.onnx_models import _opset13, outlier_cnn, residual_cnn, small_cnn  # noqa: E402
 
 MODELS = {"small_cnn": (small_cnn, 16), "residual_cnn": (residual_cnn, 12)}
@@ -111,7 +111,7 @@ def test_every_layer_computes_what_its_int8_kernel_computes(trained: tuple) -> N
     the average pools, never more than 1 apart."""
     model, result, params, side = trained
     qgraph = _reloaded(model, params)
-    x = to_ir_layout(qgraph, qgraph.inputs[0], _data(side, 200, 7).x)
+    x = to_firmware(qgraph, qgraph.inputs[0], _data(side, 200, 7).x)
     with torch.no_grad():
         values = result.net.activations(torch.as_tensor(np.ascontiguousarray(x)))
     codes = {}
@@ -154,7 +154,7 @@ def test_one_layer_agrees_to_the_code(tmp_path: Path) -> None:
         name: (e["range"]["min"], e["range"]["max"]) for name, e in doc["tensors"].items() if "range" in e
     }
     net = FakeQuantNet(model.graph, ranges)
-    x = to_ir_layout(qgraph, "x", data.x)
+    x = to_firmware(qgraph, "x", data.x)
     with torch.no_grad():
         fake = net(torch.as_tensor(np.ascontiguousarray(x))).numpy()
     out = qgraph.tensor("y").quant

@@ -20,11 +20,11 @@ from quantcore.cli import main
 from quantcore.data import DataSet
 from quantcore.errors import InputError
 from quantcore.ir import Graph, Op
+from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize import lowering, params_json
 from quantcore.quantize.document import DocumentError, from_document
 from quantcore.quantize.mixed_precision import Budget, Memory
 from quantcore.runtime import int8_exec
-from quantcore.runtime.onnx_float import to_ir_layout
 
 GAINED = re.compile(r"^\+\d+\.\d\d dB for \d+ B$")
 
@@ -254,7 +254,7 @@ def test_the_option_forces_it_either_way(
 
 
 def _outputs(qgraph: Graph, x: np.ndarray) -> dict[str, np.ndarray]:
-    feeds = int8_exec.quantize_inputs(qgraph, {qgraph.inputs[0]: to_ir_layout(qgraph, qgraph.inputs[0], x)})
+    feeds = int8_exec.quantize_inputs(qgraph, {qgraph.inputs[0]: to_firmware(qgraph, qgraph.inputs[0], x)})
     return int8_exec.run(qgraph, feeds)
 
 

@@ -9,8 +9,8 @@ from onnx import TensorProto, helper
 
 from quantcore.importers.onnx import import_onnx
 from quantcore.passes import prepare
+from quantcore.passes.io_layout import to_firmware, to_model
 from quantcore.runtime import float_exec
-from quantcore.runtime.onnx_float import to_ir_layout, to_model_layout
 from tests.onnx_models import small_cnn
 
 # onnxruntime computes in float32, the executor in float64: differences are float32 rounding.
@@ -56,5 +56,5 @@ def test_prepared_graph_computes_the_onnx_model() -> None:
         None, {"x": x}
     )[0]
     graph = prepare(import_onnx(model.SerializeToString()))
-    out = float_exec.run(graph, {"x": to_ir_layout(graph, "x", x)}, keep=False)[graph.outputs[0]]
-    np.testing.assert_allclose(to_model_layout(graph, graph.outputs[0], out), expected, **TOL)
+    out = float_exec.run(graph, {"x": to_firmware(graph, "x", x)}, keep=False)[graph.outputs[0]]
+    np.testing.assert_allclose(to_model(graph, graph.outputs[0], out), expected, **TOL)

@@ -83,7 +83,7 @@ def residual(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, np.ndarra
     in the graph's layout."""
     from quantcore import pipeline
     from quantcore.data import DataSet
-    from quantcore.runtime.onnx_float import to_ir_layout
+    from quantcore.passes.io_layout import to_firmware
 
     folder = tmp_path_factory.mktemp("residual")
     onnx.save(residual_cnn(), folder / "residual.onnx")
@@ -93,7 +93,7 @@ def residual(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, np.ndarra
     from quantcore.quantize.document import from_document
 
     qgraph = from_document(loaded.graph, result.document)
-    return qgraph, to_ir_layout(qgraph, qgraph.inputs[0], x[40:])
+    return qgraph, to_firmware(qgraph, qgraph.inputs[0], x[40:])
 
 
 def _run(

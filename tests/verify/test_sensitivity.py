@@ -13,9 +13,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantcore import cli, pipeline
 from quantcore.data import DataSet
+from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize import params_json
 from quantcore.runtime import float_exec
-from quantcore.runtime.onnx_float import to_ir_layout
 from quantcore.verify.sensitivity import LayerSensitivity, SensitivityReport, gradient_magnitudes
 from tests.onnx_models import outlier_cnn
 
@@ -87,7 +87,7 @@ def test_the_gradient_of_the_logits_is_softmax_minus_the_label(tmp_path: Path) -
     model, _ = _project(tmp_path, outlier_cnn(factor=1.0))
     data = _data(48, labels=True)
     grads = gradient_magnitudes(model.graph, data, batch_size=16)
-    x = to_ir_layout(model.graph, model.graph.inputs[0], data.x)
+    x = to_firmware(model.graph, model.graph.inputs[0], data.x)
     z = float_exec.run(model.graph, {model.graph.inputs[0]: x})[model.graph.outputs[0]]
     p = np.exp(z - z.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
