@@ -22,9 +22,8 @@ import numpy as np
 
 from quantcore.ir import Graph, Layout, Node, Op, QuantParams, Tensor
 from quantcore.passes.io_layout import MODEL_LAYOUTS
-
-TO_NHWC = (0, 2, 3, 1)
-TO_NCHW = (0, 3, 1, 2)
+from quantcore.passes.io_layout import NCHW_TO_NHWC as TO_NHWC
+from quantcore.passes.io_layout import NHWC_TO_NCHW as TO_NCHW
 
 
 def to_nhwc(graph: Graph) -> Graph:
