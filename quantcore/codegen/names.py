@@ -16,8 +16,6 @@ _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]+")
 IDENTIFIER_MAX = 63
 NAME_PART = 32
 """Characters of a name kept in a symbol (c_identifier cuts there)."""
-COLLISION_SUFFIX = 4
-"""Characters reserved for the suffix that settles a collision ("_2" .. "_999")."""
 
 
 def c_identifier(name: str, limit: int = NAME_PART) -> str:
@@ -33,9 +31,9 @@ class Symbols:
     def __init__(self) -> None:
         self._used: set[str] = set()
 
-    def unique(self, name: str, room: int = NAME_PART + COLLISION_SUFFIX) -> str:
-        """A fresh identifier from `name`, of at most `room` characters (its suffix included)."""
-        base = c_identifier(name, max(1, min(NAME_PART, room - COLLISION_SUFFIX)))
+    def unique(self, name: str) -> str:
+        """A fresh identifier from `name`: its c_identifier, then "_2", "_3", ... while that is taken."""
+        base = c_identifier(name)
         candidate, n = base, 2
         while candidate in self._used:
             candidate, n = f"{base}_{n}", n + 1

@@ -8,6 +8,7 @@ printed and tested without rendering anything.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -350,10 +351,7 @@ class IoInfo:
 
     @property
     def elements(self) -> int:
-        count = 1
-        for d in self.tensor.shape:
-            count *= d
-        return count
+        return math.prod(self.tensor.shape)
 
 
 @dataclass(frozen=True)
