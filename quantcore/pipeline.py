@@ -218,7 +218,7 @@ def quantize(
             )
             candidates[(eq, bc)] = _Candidate(graph, calibration, corrected, summary, corrections, pools)
     # Scored only when there is a choice to make.
-    sqnr = {k: selection.sqnr(c.qgraph) for k, c in candidates.items()} if len(candidates) > 1 else {}
+    sqnr = {k: _score(selection, c) for k, c in candidates.items()} if len(candidates) > 1 else {}
     # Ties (and no choice at all) keep the model as it is: fewer transforms first.
     chosen = max(candidates, key=lambda k: (sqnr.get(k, 0.0), not k[0], not k[1]))
     best = candidates[chosen]
@@ -261,6 +261,15 @@ def quantize_imported(model: LoadedModel, rounding: Rounding = Rounding.DOUBLE) 
     return QuantizeResult(model, qgraph, to_document(qgraph, IMPORTED_CALIBRATION))
 
 
+def _score(selection: _Selection, candidate: _Candidate) -> float:
+    """The candidate's output SQNR on the selection samples; the pool rule's own figure when the
+    candidate is the graph the rule chose and scored (no bias correction on top)."""
+    pools = candidate.pools
+    if candidate.qgraph is pools.qgraph and pools.sqnr is not None:
+        return pools.sqnr
+    return selection.sqnr(candidate.qgraph)
+
+
 def _check_pool_option(model: LoadedModel, options: QuantizeOptions) -> None:
     if options.pool_as_depthwise and lowering.imported(model.graph):
         raise InputError(
@@ -296,7 +305,7 @@ def _choose_pools(
 def _core(options: QuantizeOptions) -> Core:
     from quantcore.targets.cores import Core
 
-    return next(c for c in Core if c.label == options.core)
+    return Core.from_label(options.core)
 
 
 def _memory(qgraph: Graph, core: Core) -> mixed_precision.Memory:

@@ -57,9 +57,9 @@ net's 25x5x64 pool adds ~25 KB and would need 6 dB)."""
 FORCED = "forced on"
 """Why a pool was substituted under `--pool-as-depthwise on`."""
 AS_POOL = "as_pool"
+"""Node attr of a depthwise convolution that stands for an average pool: why it was substituted."""
 WHY_SHOWN_CHARS = 80
 """A reason longer than this (only a hand-edited file has one) is shortened where a layer is named."""
-"""Node attr of a depthwise convolution that stands for an average pool: why it was substituted."""
 
 
 def candidates(graph: Graph, ranges: Mapping[str, tuple[float, float]], forced: bool = False) -> list[str]:
@@ -147,6 +147,8 @@ class Choice:
 
     qgraph: Graph
     layers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sqnr: float | None = None
+    """The output SQNR of `qgraph` on the selection samples, when the rule scored it."""
 
     @property
     def substituted(self) -> dict[str, str]:
@@ -180,8 +182,8 @@ def choose(
         return Choice(qgraph, {name: _record(graph, name, ranges, False, why) for name in names})
     sqnr = score(qgraph)
     layers: dict[str, dict[str, Any]] = {}
+    kept: dict[str, str] = {}  # the substituted pools so far -> why (Choice.substituted of `layers`)
     for name in names:
-        kept = {n: r["why"] for n, r in layers.items() if r["substituted"]}
         try:
             trial = build({**kept, name: ""})
             trial_cost = memory(trial)
@@ -198,8 +200,8 @@ def choose(
         layers[name]["added_bytes"] = {"flash": added.flash, "ram": added.ram}
         if reason is None:
             qgraph, sqnr, cost = trial, trial_sqnr, trial_cost
-    choice = Choice(qgraph, layers)
-    return Choice(_with_reasons(qgraph, choice.substituted), layers)
+            kept[name] = why
+    return Choice(_with_reasons(qgraph, kept), layers, sqnr)
 
 
 def _db(value: float) -> float | None:
