@@ -92,6 +92,13 @@ def _ticks(maximum: float, step: float) -> list[float]:
     return [i * step for i in range(count + 1)]
 
 
+def extent(entry: Mapping[str, Any]) -> tuple[float, float]:
+    """The values an activation's chart spans (histograms.py's bins too): its chosen range and, when
+    the document records one, its observed range."""
+    spans = [entry["range"]] + ([entry["observed"]] if entry["observed"] else [])
+    return min(r["min"] for r in spans), max(r["max"] for r in spans)
+
+
 def histogram_chart(entry: Mapping[str, Any], width: int = 360, height: int = 150) -> dict[str, Any]:
     """One activation: its value histogram (log counts), the chosen range's thresholds, the clipped
     area shaded, the observed min and max marked (when the document records them: histograms.py)."""
@@ -103,8 +110,7 @@ def histogram_chart(entry: Mapping[str, Any], width: int = 360, height: int = 15
         edges, counts = hist["edges"], hist["counts"]
         lo, hi = edges[0], edges[-1]
     else:  # no values: the two ranges only
-        spans = [chosen] + ([observed] if observed else [])
-        lo, hi = min(r["min"] for r in spans), max(r["max"] for r in spans)
+        lo, hi = extent(entry)
         edges, counts = [], []
     span = (hi - lo) or 1.0
 

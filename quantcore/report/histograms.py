@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from quantcore.ir.dtypes import DType
+from quantcore.calibrate.qparams import Dtype, representable_range
+from quantcore.report.charts import extent
 
 DEFAULT_BINS = 64
 BATCH = 64
@@ -61,10 +62,9 @@ def activation_entries(document: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def represented(tensor: Mapping[str, Any]) -> dict[str, float]:
     """The real range an activation's scale and zero point represent (its dtype's integer range)."""
-    dtype = DType.from_numpy(np.dtype(tensor.get("dtype", "int8")))
-    scale, zero_point = float(tensor["scale"]), int(tensor["zero_point"])
-    assert dtype.qmin is not None and dtype.qmax is not None  # activations are int8 or int16
-    return {"min": scale * (dtype.qmin - zero_point), "max": scale * (dtype.qmax - zero_point)}
+    dtype: Dtype = "int16" if tensor.get("dtype") == "int16" else "int8"  # the schema's only two
+    lo, hi = representable_range(float(tensor["scale"]), int(tensor["zero_point"]), dtype)
+    return {"min": lo, "max": hi}
 
 
 def _range(recorded: Mapping[str, Any]) -> dict[str, float]:
@@ -83,8 +83,7 @@ def compute(
     input_name = loaded.graph.inputs[0]
     state: dict[str, dict[str, Any]] = {}
     for entry in entries:
-        spans = [entry["range"]] + ([entry["observed"]] if entry["observed"] else [])
-        lo, hi = min(r["min"] for r in spans), max(r["max"] for r in spans)
+        lo, hi = extent(entry)
         if not hi > lo:
             hi = lo + max(abs(lo), 1.0) * 1e-6
         state[entry["tensor"]] = {"edges": np.linspace(lo, hi, bins + 1), "counts": np.zeros(bins, np.int64)}
