@@ -151,7 +151,6 @@ def run(args: argparse.Namespace) -> int:
     )
     result = pipeline.quantize(model, calib, options)
     params_json.write(Path(args.output), result.document)
-    layers = sum(1 for layer in result.document["layers"] if layer["kernel"])
     transforms = result.document["transforms"]
     applied = [label for key, label in _TRANSFORMS.items() if transforms[key]["applied"]]
     mixed = result.document.get("mixed_precision")
@@ -165,11 +164,16 @@ def run(args: argparse.Namespace) -> int:
     pools = _pools_line(transforms["pool_as_depthwise"])
     if pools:
         print(pools)
-    print(
-        f"{args.output}: {layers} layers quantized from {len(calib)} samples ({args.method},"
-        f" {', '.join(['per-tensor' if args.per_tensor else 'per-channel', *applied])})"
-        f" in {time.perf_counter() - started:.2f} s"
+    scheme = ", ".join(["per-tensor" if args.per_tensor else "per-channel", *applied])
+    return _written(
+        args, result.document, f"quantized from {len(calib)} samples ({args.method}, {scheme})", started
     )
+
+
+def _written(args: argparse.Namespace, document: dict[str, Any], how: str, started: float) -> int:
+    """The last line once the params JSON is written: '<output>: <N> layers <how> in <seconds> s'."""
+    layers = sum(1 for layer in document["layers"] if layer["kernel"])
+    print(f"{args.output}: {layers} layers {how} in {time.perf_counter() - started:.2f} s")
     return 0
 
 
@@ -204,9 +208,4 @@ def _imported(args: argparse.Namespace, model: Any, started: float) -> int:
         )
     result = pipeline.quantize_imported(model, Rounding(args.rounding))
     params_json.write(Path(args.output), result.document)
-    layers = sum(1 for layer in result.document["layers"] if layer["kernel"])
-    print(
-        f"{args.output}: {layers} layers with the model's own int8 scales (no calibration)"
-        f" in {time.perf_counter() - started:.2f} s"
-    )
-    return 0
+    return _written(args, result.document, "with the model's own int8 scales (no calibration)", started)
