@@ -123,15 +123,45 @@ def export_onnx(module: Any, example_input: Any, *, dynamo: bool = True, note: N
             "input_names": _names("input", len(args)),
             "output_names": _names("output", len(result) if isinstance(result, tuple | list) else 1),
         }
-        if not dynamo:
-            return _torchscript_export(torch, module, args, names, label, "")
-        exported, why = _dynamo_export(torch, module, args, names)
-        if exported is None:
-            exported = _torchscript_export(torch, module, args, names, label, why)
+        why = ""
+        if dynamo:
+            try:
+                return run_exporter(module, args, dynamo=True, **names)
+            except Exception as e:
+                # torch.export and the ONNX translation raise many types (unsupported aten ops, guards on
+                # data), and ImportError without onnxscript.
+                why = _default_failed(e)
+        try:
+            exported = run_exporter(module, args, dynamo=False, **names)
+        except Exception as e:
+            # torch raises many exception types here (unsupported aten ops, tracing errors, ...).
+            failed = (
+                f"{why}; the TorchScript exporter (dynamo=False) failed too"
+                if why
+                else "torch.onnx.export failed"
+            )
+            raise ModelError(label, f"{failed}: {_summary(e)}") from None
+        if why:
             (note or _stderr_note)(f"{label}: {why}; exported with the TorchScript exporter (dynamo=False)")
         return exported
     finally:
         module.train(was_training)
+
+
+def run_exporter(module: Any, args: tuple[Any, ...], *, dynamo: bool, **options: Any) -> bytes:
+    """One exporter's ONNX bytes, quietly, the module as it is (export_onnx sets eval mode and falls back):
+    torch's default exporter (its own opset) or the TorchScript one (OPSET, constants folded); `options`
+    go to torch.onnx.export."""
+    torch = _torch()
+    with torch.no_grad(), _quiet():
+        if dynamo:
+            program = torch.onnx.export(module, args, dynamo=True, verbose=False, **options)
+            return bytes(program.model_proto.SerializeToString())
+        buffer = io.BytesIO()
+        torch.onnx.export(
+            module, args, buffer, dynamo=False, opset_version=OPSET, do_constant_folding=True, **options
+        )
+        return buffer.getvalue()
 
 
 def _run(torch: Any, module: Any, args: tuple[Any, ...], label: str) -> Any:
@@ -144,44 +174,14 @@ def _run(torch: Any, module: Any, args: tuple[Any, ...], label: str) -> Any:
         raise ModelError(label, f"the module fails on the example input: {_summary(e)}") from None
 
 
-def _dynamo_export(
-    torch: Any, module: Any, args: tuple[Any, ...], names: Mapping[str, list[str]]
-) -> tuple[bytes | None, str]:
-    """The default exporter's ONNX bytes, or None and why it could not export."""
-    try:
-        with torch.no_grad(), _quiet():
-            program = torch.onnx.export(module, args, dynamo=True, verbose=False, **names)
-            return program.model_proto.SerializeToString(), ""
-    except ImportError as e:
-        if e.name is None:
-            return None, f"torch's default ONNX exporter cannot be imported: {_summary(e)}"
-        missing = shown(e.name.partition(".")[0])
-        return (
-            None,
-            f"torch's default ONNX exporter needs {missing}, which is not installed (pip install {missing})",
-        )
-    except Exception as e:
-        # torch.export and the ONNX translation raise many types (unsupported aten ops, guards on data).
-        return None, f"torch's default ONNX exporter failed: {_summary(e)}"
-
-
-def _torchscript_export(
-    torch: Any, module: Any, args: tuple[Any, ...], names: Mapping[str, list[str]], label: str, why: str
-) -> bytes:
-    """The TorchScript exporter's ONNX bytes; `why` the default exporter was not used, if it was tried."""
-    buffer = io.BytesIO()
-    try:
-        with torch.no_grad(), _quiet():
-            torch.onnx.export(
-                module, args, buffer, dynamo=False, opset_version=OPSET, do_constant_folding=True, **names
-            )
-    except Exception as e:
-        # torch raises many exception types here (unsupported aten ops, tracing errors, ...).
-        failed = f"torch.onnx.export failed: {_summary(e)}"
-        if why:
-            failed = f"{why}; the TorchScript exporter (dynamo=False) failed too: {_summary(e)}"
-        raise ModelError(label, failed) from None
-    return buffer.getvalue()
+def _default_failed(error: Exception) -> str:
+    """Why torch's default exporter did not export: a package it needs is missing, or it failed."""
+    if not isinstance(error, ImportError):
+        return f"torch's default ONNX exporter failed: {_summary(error)}"
+    if error.name is None:
+        return f"torch's default ONNX exporter cannot be imported: {_summary(error)}"
+    missing = shown(error.name.partition(".")[0])
+    return f"torch's default ONNX exporter needs {missing}, which is not installed (pip install {missing})"
 
 
 def _names(stem: str, count: int) -> list[str]:
