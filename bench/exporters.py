@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))  # the networks live in the tests
 from quantcore import pipeline  # noqa: E402
 from quantcore.importers import _onnx_load  # noqa: E402
 from quantcore.importers.onnx import load_source, read_onnx  # noqa: E402
-from tests.importers.torch_nets import NETS, build, calibration  # noqa: E402
+from tests.importers.torch_nets import NETS, build, calibration, quantize  # noqa: E402
 
 EXPORTERS = ("dynamo", "torchscript", "dynamo-raw")
 
@@ -59,22 +59,13 @@ def best_ms(run: Callable[[], Any], repeat: int) -> tuple[float, Any]:
 def export(net: Any, shape: tuple[int, ...], exporter: str, notes: list[str]) -> bytes:
     import torch
 
-    from quantcore.importers.torch import _quiet, export_onnx
+    from quantcore.importers.torch import export_onnx, run_exporter
 
     x = torch.zeros(shape)
     if exporter != "dynamo-raw":
         return export_onnx(net, x, dynamo=exporter == "dynamo", note=notes.append)
-    batch = {"x" if "x" in _parameters(net) else _parameters(net)[0]: {0: torch.export.Dim("batch")}}
-    with torch.no_grad(), _quiet():
-        program = torch.onnx.export(net, (x,), dynamo=True, optimize=False, dynamic_shapes=batch)
-    assert program is not None  # the dynamo exporter returns its program
-    return bytes(program.model_proto.SerializeToString())
-
-
-def _parameters(net: Any) -> list[str]:
-    import inspect
-
-    return list(inspect.signature(net.forward).parameters)
+    batch = ({0: torch.export.Dim("batch")},)  # the dynamic shapes of the one argument, by position
+    return run_exporter(net, (x,), dynamo=True, optimize=False, dynamic_shapes=batch)
 
 
 def measure(name: str, exporter: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -84,20 +75,18 @@ def measure(name: str, exporter: str, folder: Path, args: argparse.Namespace) ->
     notes: list[str] = []
     export_ms, raw = best_ms(lambda: export(net, shape, exporter, notes), args.repeat)
     path = folder / f"{name}_{exporter}.onnx"
-    path.write_bytes(raw)
+    result = quantize(raw, path, shape)
     source = read_onnx(path)
     import_ms, _ = best_ms(lambda: load_source(source), args.repeat)
-    model = pipeline.load_model(path)
-    result = pipeline.quantize(model, calibration(shape))
     evaluation = calibration(shape, args.samples, seed=1)
-    report = pipeline.evaluate(model, result.document, evaluation)
+    report = pipeline.evaluate(result.model, result.document, evaluation)
     return {
         "export_ms": export_ms,
         "import_ms": import_ms,
         "nodes": (
             len(onnx.load_from_string(raw).graph.node),
             len(_onnx_load.load(source, 1).model.graph.node),
-            len(model.graph.nodes),
+            len(result.model.graph.nodes),
         ),
         "sqnr": report.output_sqnr_db,
         "note": "; ".join(notes),

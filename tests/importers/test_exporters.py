@@ -27,7 +27,6 @@ scales and multipliers within 1e-6 of each other.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,7 +40,8 @@ torch = pytest.importorskip("torch", reason="torch is an optional extra: pip ins
 
 from quantcore.importers.torch import export_onnx  # noqa: E402
 
-from .torch_nets import NETS, build, calibration  # noqa: E402
+from .models import pool_model, run_ort  # noqa: E402
+from .torch_nets import NETS, build, quantize  # noqa: E402
 
 FLOAT_ROUNDING = 1e-6
 """Relative difference of a scale (and of the multiplier made from it) that float32 summation order
@@ -107,17 +107,7 @@ def pad_merged_into_conv(document: dict[str, Any]) -> dict[str, Any]:
     return document | {"layers": layers}
 
 
-# -- quantizing, and the quant-params without the names -----------------------------------------------
-
-
-def quantize(
-    raw: bytes, path: Path, shape: tuple[int, ...], options: pipeline.QuantizeOptions | None = None
-) -> pipeline.QuantizeResult:
-    """The default quantization (or `options`') of the model on the fixed calibration set."""
-    path.write_bytes(raw)
-    return pipeline.quantize(
-        pipeline.load_model(path), calibration(shape), options or pipeline.QuantizeOptions()
-    )
+# -- the quant-params without the names ----------------------------------------------------------------
 
 
 def canonical(result: pipeline.QuantizeResult, document: dict[str, Any] | None = None) -> Canonical:
@@ -239,17 +229,13 @@ def test_the_default_export_differs_only_by_float_rounding(exports: dict[str, An
 
 def test_onnx_runtime_average_pool_rounds_differently_from_opset_19() -> None:
     """Why an average pool's observed range differs between the exports in its last bits."""
-    import onnxruntime as ort
-
     x = np.random.default_rng(0).uniform(0, 2, (16, 8, 16, 16)).astype(np.float32)
-    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
-    x_info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)
-    graph = helper.make_graph([node], "pool", [x_info], [helper.make_tensor_value_info("y", 1, None)])
-    outputs = {}
-    for opset in (17, 20):
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        outputs[opset] = session.run(None, {"x": x})[0]
+    outputs = {
+        opset: run_ort(
+            pool_model("AveragePool", x.shape, opset, kernel_shape=[2, 2], strides=[2, 2]), {"x": x}
+        )[0]
+        for opset in (17, 20)
+    }
     exact = x.reshape(16, 8, 8, 2, 8, 2).astype(np.float64).mean((3, 5))
     assert not np.array_equal(outputs[17], outputs[20])
     for y in outputs.values():

@@ -18,22 +18,13 @@ torch = pytest.importorskip("torch", reason="torch is an optional extra: pip ins
 from quantcore.importers import import_torch, load_torch_checkpoint  # noqa: E402
 
 from .models import run_ort  # noqa: E402
+from .torch_nets import build  # noqa: E402
 
 
 def _sequential() -> torch.nn.Module:
-    torch.manual_seed(0)
-    net = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1),
-        torch.nn.BatchNorm2d(8),
-        torch.nn.ReLU(),
-        torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(),
-        torch.nn.Linear(8 * 4 * 4, 10),
-    )
-    with torch.no_grad():  # non-trivial BatchNorm statistics
-        net[1].running_mean.uniform_(-1, 1)
-        net[1].running_var.uniform_(0.5, 2)
-    return net.train()
+    """The Conv-BN-ReLU-MaxPool-Flatten-Linear network with non-trivial BatchNorm statistics, in training
+    mode (the import restores it)."""
+    return build("test_torch_sequential").train()
 
 
 def test_sequential_imports_as_the_expected_node_sequence() -> None:
@@ -168,8 +159,8 @@ def test_without_onnxscript_the_torchscript_exporter_runs_with_a_note() -> None:
     )
     assert done.stdout == "17 ['CONV2D', 'RELU']\n"
     assert done.stderr == (
-        "fixpoint: note: torch:Sequential: torch's default ONNX exporter needs onnxscript, which is not installed"
-        " (pip install onnxscript); exported with the TorchScript exporter (dynamo=False)\n"
+        "fixpoint: note: torch:Sequential: torch's default ONNX exporter needs onnxscript, which is not"
+        " installed (pip install onnxscript); exported with the TorchScript exporter (dynamo=False)\n"
     )
 
 

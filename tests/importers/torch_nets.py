@@ -10,12 +10,14 @@ pooling, adaptive pooling, Softmax, x.view(x.size(0), -1), a Linear without bias
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
 from bench.fashion_mnist.models import MODELS
+from quantcore import pipeline
 from quantcore.data import DataSet
 
 MNIST = (1, 1, 28, 28)
@@ -111,3 +113,14 @@ def calibration(shape: tuple[int, ...], samples: int = 32, seed: int = CALIBRATI
     """A fixed data set for a network: seeded uniform values in [-1, 1] of its input shape."""
     rng = np.random.default_rng(seed)
     return DataSet(rng.uniform(-1, 1, (samples, *shape[1:])).astype(np.float32))
+
+
+def quantize(
+    raw: bytes, path: Path, shape: tuple[int, ...], options: pipeline.QuantizeOptions | None = None
+) -> pipeline.QuantizeResult:
+    """An exported network written to `path`, loaded and quantized on the fixed calibration set with the
+    default method (or `options`)."""
+    path.write_bytes(raw)
+    return pipeline.quantize(
+        pipeline.load_model(path), calibration(shape), options or pipeline.QuantizeOptions()
+    )
