@@ -14,7 +14,7 @@ from quantcore.importers import import_onnx
 from quantcore.support import NO_COUNTERPART, ONNX_OPS
 
 from .models import data, model, rng, value
-from .test_onnx_ops import _cnn
+from .test_onnx_ops import _cnn, _reduction
 
 
 def _write(tmp_path: Path, raw: bytes, name: str = "model.onnx") -> Path:
@@ -214,17 +214,9 @@ def test_integer_activation_is_rejected() -> None:
         import_onnx(data(m))
 
 
-def _reduce(op: str, shape: list[int], axes: list[int] | None, keepdims: int = 1, runtime_axes: bool = False):  # type: ignore[no-untyped-def]
+def _reduce(op: str, shape: list[int], axes: list[int] | None, keepdims: int = 1) -> bytes:
     """One Reduce* node of opset 20 (axes as an input), as torch's default exporter writes it."""
-    inputs = [value("x", shape)] + (
-        [value("ax", [len(axes or [])], TensorProto.INT64)] if runtime_axes else []
-    )
-    inits = {} if runtime_axes or axes is None else {"ax": np.array(axes, np.int64)}
-    node = helper.make_node(
-        op, ["x", "ax"] if axes is not None else ["x"], ["y"], name="r", keepdims=keepdims
-    )
-    output = value("y", [1, 4, 1, 1] if runtime_axes else None)  # shape inference cannot know it then
-    return data(model([node], inputs, [output], inits, 20))
+    return data(_reduction(op, 20, axes, keepdims, tuple(shape)))
 
 
 @pytest.mark.parametrize(
@@ -245,7 +237,7 @@ def test_a_reduction_that_is_no_pool_says_what_it_does(
     (constraint,) = ONNX_OPS[op].constraints
     fact = f"It {does} of its {len(shape)}-D input of shape {tuple(shape)} (keepdims={keepdims})."
     assert info.value.reason == f"{fact} {constraint.reason}"
-    assert str(info.value) == f"reduce.onnx: node 'r': {op} is not supported: {info.value.reason}"
+    assert str(info.value) == f"reduce.onnx: node 'reduce': {op} is not supported: {info.value.reason}"
     # The advice is what would work for this node, never "export nn.AdaptiveAvgPool2d(1) instead of
     # x.mean((2, 3))": torch's default exporter writes that very layer as a ReduceMean.
     assert "AdaptiveAvgPool2d" not in info.value.reason
