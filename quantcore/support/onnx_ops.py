@@ -199,17 +199,17 @@ def maxpool_no_indices(node: OnnxNode) -> bool:
 
 # -- ReduceMean, ReduceMax -------------------------------------------------------------------------------
 
-_AXES_INPUT_SINCE = {"ReduceSum": 13}
-"""The opset from which a reduction takes its axes as an input, not an attribute (18 for the others)."""
-_REDUCES = {"ReduceMean": "averages", "ReduceMax": "takes the maximum", "ReduceSum": "sums"}
+_AXES_INPUT_SINCE = 18
+"""The opset from which ReduceMean and ReduceMax take their axes as an input, not an attribute."""
+_REDUCES = {"ReduceMean": "averages", "ReduceMax": "takes the maximum"}
 
 
 def reduce_axes(node: OnnxNode) -> tuple[int, ...] | None:
-    """The axes a Reduce* node reduces, non-negative and sorted; None when they are computed at run time
-    or lie outside the input's rank (or the rank is unknown). No axes means every axis, or none at all
-    with noop_with_empty_axes=1."""
+    """The axes a ReduceMean or ReduceMax node reduces, non-negative and sorted; None when they are
+    computed at run time or lie outside the input's rank (or the rank is unknown). No axes means every
+    axis, or none at all with noop_with_empty_axes=1."""
     rank = node.rank(0)
-    if node.opset >= _AXES_INPUT_SINCE.get(node.op_type, 18):
+    if node.opset >= _AXES_INPUT_SINCE:
         value = node.const(1) if node.has_input(1) else np.zeros(0, np.int64)
         given = None if value is None else [int(a) for a in value.reshape(-1)]
     else:
@@ -234,7 +234,7 @@ def spatial_axes(node: OnnxNode) -> tuple[int, ...] | None:
 
 
 def _reduction(node: OnnxNode) -> str:
-    if node.opset >= _AXES_INPUT_SINCE.get(node.op_type, 18) and node.has_input(1) and not node.is_const(1):
+    if node.opset >= _AXES_INPUT_SINCE and node.has_input(1) and not node.is_const(1):
         return f"its axes {quoted(node.inputs[1])} are computed at run time, not constants"
     shape, axes = node.input_shapes[0], reduce_axes(node)
     if shape is None:
@@ -242,7 +242,7 @@ def _reduction(node: OnnxNode) -> str:
     if axes is None:
         return f"its axes are outside its {len(shape)}-D input"
     where = f"axes {shown(str(list(axes)))}" if axes else "no axis"
-    verb = _REDUCES.get(node.op_type, "reduces")
+    verb = _REDUCES[node.op_type]
     keep = int(node.attr("keepdims", 1))
     return f"it {verb} over {where} of its {len(shape)}-D input of shape {shape} (keepdims={keep})"
 
