@@ -9,7 +9,6 @@ and the JSON has no such key.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from quantcore import data, pipeline
     from quantcore.quantize import params_json
-    from quantcore.verify.report import write_atomically
+    from quantcore.verify.report import json_text, write_atomically
 
     document = params_json.load(Path(args.params))
     model = pipeline.load_model(args.model)
@@ -52,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(tflm, str) and tflm is not None:
         result["tflm_mismatched_bytes"] = tflm.mismatched_bytes
         result["tflm_compared_bytes"] = tflm.compared_bytes
-    text = json.dumps(result, indent=2, allow_nan=False) + "\n"
+    text = json_text(result)
     if args.report_json:
         write_atomically(Path(args.report_json), text)
     if args.csv:

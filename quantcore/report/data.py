@@ -30,7 +30,7 @@ from typing import Any
 
 import quantcore
 from quantcore.errors import InputError
-from quantcore.verify.report import EvaluationReport, ReportError, classifier_of
+from quantcore.verify.report import EvaluationReport, ReportError, classifier_of, json_text
 
 FORMAT = "fixpoint-report"
 VERSION = 1
@@ -184,7 +184,7 @@ def _summary(
 
 def to_json(data: Mapping[str, Any]) -> str:
     """The merged data as JSON: non-finite floats as null, named in their object's "nonfinite" map."""
-    return json.dumps(_finite(data), indent=2, allow_nan=False) + "\n"
+    return json_text(_finite(data))
 
 
 def _finite(value: Any) -> Any:

@@ -168,6 +168,10 @@ def output_sqnr_db(float_outputs: Sequence[npt.ArrayLike], int8_outputs: Sequenc
     return acc.result().sqnr_db
 
 
+NOT_CLASS_SCORES = "its output is not one vector of class scores per sample"
+"""Why a model is not a classifier (`classifier_classes`), as the reports word it."""
+
+
 def classifier_classes(output_shapes: Sequence[Sequence[int]]) -> int | None:
     """K when a model with these output shapes (batch first) is a classifier of K classes - one output,
     one vector of K >= 2 values per sample, axes of size 1 aside - else None (see the module docstring)."""

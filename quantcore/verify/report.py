@@ -32,12 +32,13 @@ import math
 import os
 import stat
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from quantcore.errors import QuantcoreError
-from quantcore.verify.metrics import TensorMetrics
+from quantcore.verify.metrics import NOT_CLASS_SCORES, TensorMetrics
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -47,10 +48,7 @@ CSV_COLUMNS = ("name", "op", "sqnr_db", "psnr_db", "cosine", "rel_l2", "max_abs"
 _LAYER_FLOATS = ("sqnr_db", "psnr_db", "cosine", "rel_l2", "max_abs")
 _HEADERS = ("layer", "op", "SQNR dB", "PSNR dB", "cosine", "rel L2", "max abs", "")
 _WORST = "<- worst"
-NOT_A_CLASSIFIER = (
-    "top-1, agreement: not measured (not a classifier: its output is not one vector of class scores per"
-    " sample)"
-)
+NOT_A_CLASSIFIER = f"top-1, agreement: not measured (not a classifier: {NOT_CLASS_SCORES})"
 
 
 class ReportError(QuantcoreError):
@@ -159,8 +157,7 @@ class EvaluationReport:
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:
-        # allow_nan=False: a non-finite value that slipped past _json_numbers fails here, not in a reader.
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False) + "\n"
+        return json_text(self.to_dict(), indent=indent)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvaluationReport:
@@ -273,6 +270,12 @@ class EvaluationReport:
         console = Console(file=io.StringIO(), record=True, width=max(width, natural), color_system=None)
         console.print(table)
         return "".join(line.rstrip() + "\n" for line in console.export_text(styles=False).splitlines())
+
+
+def json_text(data: Mapping[str, Any], *, indent: int | None = 2) -> str:
+    """A report as the JSON text written and printed. allow_nan=False: a non-finite value that slipped
+    past _json_numbers fails here, not in a reader."""
+    return json.dumps(data, indent=indent, allow_nan=False) + "\n"
 
 
 def classifier_of(data: dict[str, Any]) -> bool:

@@ -23,7 +23,6 @@ table says why the other columns are missing.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -39,14 +38,11 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.passes.io_layout import to_firmware
 from quantcore.runtime import float_exec, int8_exec
 from quantcore.verify.evaluate import is_classifier
-from quantcore.verify.metrics import ClassificationAccumulator, output_sqnr_db
-from quantcore.verify.report import format_db, json_db, write_atomically
+from quantcore.verify.metrics import NOT_CLASS_SCORES, ClassificationAccumulator, output_sqnr_db
+from quantcore.verify.report import format_db, json_db, json_text, write_atomically
 
 REPORT_VERSION = 1
-NOT_A_CLASSIFIER = (
-    "not a classifier (its output is not one vector of class scores per sample): no top-1 drop, no"
-    " gradient ranking"
-)
+NOT_A_CLASSIFIER = f"not a classifier ({NOT_CLASS_SCORES}): no top-1 drop, no gradient ranking"
 
 
 @dataclass(frozen=True)
@@ -115,7 +111,7 @@ class SensitivityReport:
         }
 
     def write_json(self, path: str | os.PathLike[str]) -> None:
-        write_atomically(Path(path), json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        write_atomically(Path(path), json_text(self.to_dict()))
 
     def format_table(self) -> str:
         """One row per layer, most sensitive first (`ranking()`: lowest SQNR alone first, ties in graph
