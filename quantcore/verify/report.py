@@ -113,7 +113,8 @@ class EvaluationReport:
 
     def __post_init__(self) -> None:
         measured = (self.agreement, self.top1_float, self.top1_int8)
-        if self.agreement is None if self.classifier else any(v is not None for v in measured):
+        consistent = self.agreement is not None if self.classifier else measured == (None, None, None)
+        if not consistent:
             raise ValueError(
                 "a classifier has an arg-max agreement (and top-1 with labels); another model none"
             )
