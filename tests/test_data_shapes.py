@@ -3,14 +3,13 @@ both shapes and the likely cause, never reshaped; the forms quantcore.data accep
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from onnx import helper
 from PIL import Image
@@ -18,20 +17,11 @@ from PIL import Image
 from quantcore import data, pipeline
 from quantcore.cli import main
 from quantcore.data import DataError
+from tests.fuzzing import fuzz
 from tests.importers.models import model, value
 
-FUZZ = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 0)
 NCHW = (1, 3, 8, 6)
 NHWC = (1, 8, 6, 3)
-
-
-def fuzz(default: int) -> Any:
-    """Hypothesis settings: `default` examples (FIXPOINT_FUZZ_EXAMPLES overrides), no deadline."""
-    return settings(
-        max_examples=FUZZ or default,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
 
 
 def _npy(folder: Path, x: np.ndarray, name: str = "x.npy") -> Path:

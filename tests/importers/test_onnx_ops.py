@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import time
-from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 from quantcore.errors import UnsupportedError
 from quantcore.importers import import_onnx
 from quantcore.ir import Activation, DType, Layout, Op
+from tests.fuzzing import fuzz
 
 from .models import data, model, rng, run_ort, value
 
@@ -467,14 +466,6 @@ def test_every_shape_operator_torch_writes_folds_into_the_reshape() -> None:
         ("view2", Op.RESHAPE, (2, 18)),
     ]
     assert set(g.tensors) == {"x", "flat", "y"}
-
-
-FUZZ = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 0)
-
-
-def fuzz(default: int) -> Any:
-    """Hypothesis settings: `default` examples (FIXPOINT_FUZZ_EXAMPLES overrides), no deadline."""
-    return settings(max_examples=FUZZ or default, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

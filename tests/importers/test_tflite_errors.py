@@ -4,7 +4,6 @@ never crash or hang. The bad models are real TFLM models with a field changed in
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,7 @@ import flatbuffers
 import numpy as np
 import pytest
 import tflite
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from quantcore.cli import main
@@ -22,13 +21,7 @@ from quantcore.errors import ModelError
 from quantcore.importers.tflite import import_tflite
 from quantcore.ir import Graph, Op
 from tests import tflm
-
-FUZZ = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 0)
-
-
-def fuzz(default: int) -> Any:
-    """Hypothesis settings: `default` examples (FIXPOINT_FUZZ_EXAMPLES overrides), no deadline."""
-    return settings(max_examples=FUZZ or default, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+from tests.fuzzing import fuzz
 
 
 def _field(table: Any, slot: int) -> int:

@@ -14,7 +14,6 @@ import contextlib
 import copy
 import functools
 import json
-import os
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import onnx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from quantcore import pipeline
@@ -31,19 +30,10 @@ from quantcore.ir import Graph
 from quantcore.quantize import consistency, params_checks, params_json
 from quantcore.quantize.document import from_document
 from quantcore.quantize.params_json import QuantParamsError, load, loads, validate
+from tests.fuzzing import fuzz
 from tests.onnx_models import residual_cnn
 
 GOLDEN = Path(__file__).resolve().parents[1] / "codegen" / "golden" / "residual" / "residual.params.json"
-FUZZ = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 0)
-
-
-def fuzz(default: int) -> Any:
-    """Hypothesis settings: `default` examples (FIXPOINT_FUZZ_EXAMPLES overrides), no deadline."""
-    return settings(
-        max_examples=FUZZ or default,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
 
 
 SCALARS = (

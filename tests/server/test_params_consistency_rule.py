@@ -18,7 +18,8 @@ from hypothesis import given
 
 from quantcore.project import Project
 from quantcore.quantize.params_json import dump
-from tests.quantize.test_fuzz_params import fuzz, mutated
+from tests.fuzzing import fuzz
+from tests.quantize.test_fuzz_params import mutated
 from tests.server.fixtures import GeneratedProject, apply_edits, context, generated_project
 
 
