@@ -46,8 +46,7 @@ from quantcore.verify.report import EvaluationReport, json_db
 from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes, layer_sensitivity
 
 if TYPE_CHECKING:
-    from quantcore.importers.onnx import OnnxSource
-    from quantcore.importers.tflite import TfliteSource
+    from quantcore.importers._source import Source
     from quantcore.targets.cores import Core
 
 SELECTION_SAMPLES = 256
@@ -119,20 +118,19 @@ def load_model(path: str | Path, batch: int = 1) -> LoadedModel:
     All of it runs in a child process first (quantcore/importers/_isolated.py), onnxruntime's session
     included: a model that makes onnx's or onnxruntime's C++ code abort is a ModelError here. This
     process makes its own session only when the float model is first run."""
+    from quantcore.importers import _source
     from quantcore.importers._isolated import isolated
-    from quantcore.importers.onnx import read_onnx
 
     path = Path(path)
-    tflite = _tflite_source(path)
-    if tflite is not None:
-        graph = isolated(str(path), lambda: _prepared_tflite(tflite, path))
+    source = _source.read(path, str(path))
+    if _is_tflite(path, source.data):
+        graph = isolated(str(path), lambda: _prepared_tflite(source, path))
         return LoadedModel(path, graph, IrFloat(graph))
-    source = read_onnx(path)
     graph, inlined = isolated(str(path), lambda: _prepared(source, batch, path))
     return LoadedModel(path, graph, OnnxFloat(source.data if inlined is None else inlined, graph))
 
 
-def _prepared(source: OnnxSource, batch: int, path: Path) -> tuple[Graph, bytes | None]:
+def _prepared(source: Source, batch: int, path: Path) -> tuple[Graph, bytes | None]:
     """The prepared, checked graph after one onnxruntime session was made from the bytes onnxruntime
     runs (its C++ code must not meet them first in the parent process); those bytes too when they are
     not the file's (external data inlined), so that the parent is not sent a copy of what it holds."""
@@ -146,20 +144,18 @@ def _prepared(source: OnnxSource, batch: int, path: Path) -> tuple[Graph, bytes 
     return graph, None if imported.runnable == source.data else imported.runnable
 
 
-def _tflite_source(path: Path) -> TfliteSource | None:
-    """The bytes of a TFLite model, None for an ONNX one. A name ending in .onnx is ONNX (read by the
-    ONNX importer, which resolves external data beside it), one ending in .tflite is TFLite (a wrong
-    identifier is then reported as not a TFLite model); any other name is decided by the content:
-    TFLite's flatbuffer identifier "TFL3" at bytes 4..8, which an ONNX protobuf does not carry there."""
-    from quantcore.importers.tflite import is_tflite, read_tflite
+def _is_tflite(path: Path, data: bytes) -> bool:
+    """A name ending in .onnx is ONNX (its importer resolves external data beside it), one ending in
+    .tflite is TFLite (a wrong identifier is then reported as not a TFLite model); any other name is
+    decided by the content: TFLite's flatbuffer identifier "TFL3" at bytes 4..8, which an ONNX protobuf
+    does not carry there."""
+    from quantcore.importers.tflite import is_tflite
 
-    if path.suffix.lower() == ".onnx":
-        return None
-    source = read_tflite(path)
-    return source if path.suffix.lower() == ".tflite" or is_tflite(source.data) else None
+    suffix = path.suffix.lower()
+    return suffix == ".tflite" or (suffix != ".onnx" and is_tflite(data))
 
 
-def _prepared_tflite(source: TfliteSource, path: Path) -> Graph:
+def _prepared_tflite(source: Source, path: Path) -> Graph:
     from quantcore.importers.tflite import load_source
 
     graph = prepare(load_source(source))

@@ -13,20 +13,19 @@ Tile (20 GB for a Range of 10^9), while folding computes the same values within 
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import numpy_helper, shape_inference
 
-from quantcore import limits, untrusted
+from quantcore import limits
 from quantcore.display import quoted, shown
 from quantcore.errors import ModelError
-from quantcore.importers import _external, _qdq
+from quantcore.importers import _external, _qdq, _source
 from quantcore.importers._fold import Folder, FoldRefused
+from quantcore.importers._source import Source
 from quantcore.importers._walk import graphs_of, messages
 from quantcore.ir import QuantParams
 
@@ -40,20 +39,6 @@ _NOT_FOLDABLE = frozenset(
 )
 
 Shape = tuple[int | str | None, ...]
-
-
-@dataclass(frozen=True)
-class Source:
-    """The model's bytes and how to name it in messages."""
-
-    data: bytes
-    path: str
-    directory: Path | None
-    """Where external data files are looked up (the model file's folder)."""
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
 
 
 @dataclass
@@ -74,24 +59,8 @@ class Loaded:
 
 
 def read(path_or_bytes: str | os.PathLike[str] | bytes, name: str | None) -> Source:
-    """The model's bytes: from a regular file of at most MODEL_MAX_BYTES (never a FIFO or a device)."""
-    if isinstance(path_or_bytes, bytes | bytearray | memoryview):
-        data = bytes(path_or_bytes)
-        label = name or "<onnx bytes>"
-        if len(data) > limits.MODEL_MAX_BYTES:
-            raise ModelError(label, f"is larger than Fixpoint reads ({limits.MODEL_MAX_BYTES} bytes)")
-        return Source(data, label, None)
-    path = Path(path_or_bytes)
-    try:
-        untrusted.regular_file(path)  # a directory or a device named as the model: said so, never opened
-        return Source(untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES), str(path), path.parent)
-    except untrusted.UntrustedInputError as e:
-        cause = e.__cause__
-        if isinstance(cause, OSError):
-            raise ModelError(str(path), f"cannot read the model file: {cause.strerror or cause}") from None
-        raise ModelError(str(path), e.problem) from None
-    except OSError as e:  # an error while reading (EIO): read_bytes refuses the rest
-        raise ModelError(str(path), f"cannot read the model file: {e.strerror or e}") from None
+    """The model's bytes (quantcore/importers/_source.py); bytes given are named `name` in messages."""
+    return _source.read(path_or_bytes, name or "<onnx bytes>")
 
 
 def decode(source: Source) -> tuple[onnx.ModelProto, bool]:

@@ -18,24 +18,19 @@ The translation of each operator is in _tflite_ops.py.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from quantcore import limits, untrusted
-from quantcore.importers import _tflite_ops
+from quantcore.importers import _source, _tflite_ops
 from quantcore.importers._isolated import isolated
+from quantcore.importers._source import Source
 from quantcore.importers._tflite_read import is_tflite, read_model
 from quantcore.ir import Graph
 
 __all__ = ["TfliteSource", "import_tflite", "is_tflite", "load_source", "read_tflite"]
 
 
-@dataclass(frozen=True)
-class TfliteSource:
-    """A .tflite file's bytes as read, and how messages name it."""
-
-    data: bytes
-    path: str
+TfliteSource = Source
+"""A .tflite file's bytes as read, and how messages name it (the importers' shared Source)."""
 
 
 def import_tflite(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None) -> Graph:
@@ -46,10 +41,7 @@ def import_tflite(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | 
 
 def read_tflite(path_or_bytes: str | os.PathLike[str] | bytes, *, name: str | None = None) -> TfliteSource:
     """The model's bytes, from a regular file of at most MODEL_MAX_BYTES (never a FIFO or a device)."""
-    if isinstance(path_or_bytes, bytes | bytearray | memoryview):
-        return TfliteSource(bytes(path_or_bytes), name or "<tflite bytes>")
-    path = os.fspath(path_or_bytes)
-    return TfliteSource(untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES), path)
+    return _source.read(path_or_bytes, name or "<tflite bytes>")
 
 
 def load_source(source: TfliteSource, *, name: str | None = None) -> Graph:
