@@ -2,8 +2,9 @@
 
 Arrays are taken in the model's own input layout and normalisation (an .npz holds `x` and, for top-1,
 integer labels `y`). Images are decoded with Pillow, converted to the model's channel count, resized to
-its input size and scaled to [0, 1], then laid out like the model input: channels first (NCHW) unless the
-input's second axis is not 1 or 3 and its last axis is (NHWC, e.g. a model converted from TensorFlow).
+its input size and scaled to [0, 1], then laid out like the model input: as the model file lays it out
+when the caller says (the commands do), else channels first (NCHW) unless the input's second axis is
+not 1 or 3 and its last axis is.
 
 The shape of a sample is checked against the model's input shape (batch first; `input_shape[1:]` per
 sample). Accepted, because each has one reading and none moves an element:
@@ -61,22 +62,29 @@ class DataSet:
         return DataSet(self.x[:n], None if self.y is None else self.y[:n], self.source)
 
 
-def load(source: str | Path | Iterable[np.ndarray], input_shape: tuple[int, ...]) -> DataSet:
-    """Load and check a data set for a model whose input (batch first) is `input_shape`."""
+def load(
+    source: str | Path | Iterable[np.ndarray], input_shape: tuple[int, ...], layout: str | None = None
+) -> DataSet:
+    """Load and check a data set for a model whose input (batch first) is `input_shape`, laid out as
+    `layout` ("NCHW" or "NHWC", the model file's own: quantcore.passes.io_layout.model_layout) when the
+    caller knows it; without it a 4-D input's layout is told from its shape (_channels_first)."""
+    first = layout == "NCHW" if layout in ("NCHW", "NHWC") else _channels_first(tuple(input_shape[1:]))
     if isinstance(source, (str, Path)):
         path = Path(source)
         if path.is_dir():
-            data = _images(path, input_shape)
+            data = _images(path, input_shape, first)
         elif path.suffix in (".npy", ".npz"):
             data = _arrays(path)
         else:
             raise DataError(f"{path}: not a .npy/.npz file or a folder of images")
     else:
-        batches = [_fitted(np.asarray(b), input_shape, f"<iterable> item {i}") for i, b in enumerate(source)]
+        batches = [
+            _fitted(np.asarray(b), input_shape, f"<iterable> item {i}", first) for i, b in enumerate(source)
+        ]
         if not batches:
             raise DataError("<iterable>: the data set is empty")
         data = DataSet(np.concatenate(batches), None, "<iterable>")
-    return _checked(data, input_shape)
+    return _checked(data, input_shape, first)
 
 
 def _arrays(path: Path) -> DataSet:
@@ -135,7 +143,7 @@ def _read_npy(handle: IO[bytes], size: int, source: str) -> np.ndarray:
     return array
 
 
-def _images(folder: Path, input_shape: tuple[int, ...]) -> DataSet:
+def _images(folder: Path, input_shape: tuple[int, ...], first: bool) -> DataSet:
     from quantcore.untrusted import UntrustedInputError, walk
 
     files = [p for p in walk(folder, lambda _dir: True).files if p.suffix.lower() in IMAGE_SUFFIXES]
@@ -143,7 +151,6 @@ def _images(folder: Path, input_shape: tuple[int, ...]) -> DataSet:
         raise DataError(f"{folder}: no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
     if len(input_shape) != 4:
         raise DataError(f"{folder}: images need a 4-D model input, the model takes {input_shape}")
-    first = _channels_first(tuple(input_shape[1:]))
     channels, height, width = input_shape[1:] if first else (input_shape[3], *input_shape[1:3])
     mode = {1: "L", 3: "RGB"}.get(channels)
     if mode is None:
@@ -188,11 +195,11 @@ def _too_many_pixels(file: Path, size: tuple[int, int] | None) -> str:
     )
 
 
-def _checked(data: DataSet, input_shape: tuple[int, ...]) -> DataSet:
+def _checked(data: DataSet, input_shape: tuple[int, ...], first: bool) -> DataSet:
     x = np.asarray(data.x)
     if x.size == 0:
         raise DataError(f"{data.source}: the data set is empty")
-    x = _fitted(x, input_shape, data.source)
+    x = _fitted(x, input_shape, data.source, first)
     if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
         raise DataError(f"{data.source}: x holds {x.dtype} values; give real numbers (float or integer)")
     finite = np.isfinite(x) if np.issubdtype(x.dtype, np.floating) else np.ones(x.shape, bool)
@@ -215,7 +222,7 @@ def _checked(data: DataSet, input_shape: tuple[int, ...]) -> DataSet:
     return DataSet(x, y, data.source)
 
 
-def _fitted(x: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndarray:
+def _fitted(x: np.ndarray, input_shape: tuple[int, ...], source: str, first: bool) -> np.ndarray:
     """`x` as (N, *sample) when its shape is one the module docstring accepts, else a DataError with
     both shapes, the likely cause and what fixes it."""
     sample = tuple(input_shape[1:])
@@ -226,13 +233,13 @@ def _fitted(x: np.ndarray, input_shape: tuple[int, ...], source: str) -> np.ndar
     if _squeezed(x.shape) == _squeezed(sample):  # one sample without its batch axis
         return x.reshape(1, *sample)
     got, shape = tuple(x.shape[1:]), f"samples have shape {tuple(x.shape[1:])}"
-    cause = _cause(got, sample, "x")
+    cause = _cause(got, sample, "x", first)
     if cause is None and x.ndim == len(sample) + 2 and x.shape[2:] == sample:
         cause = (
             f"the samples are grouped in batches of {x.shape[1]}: x.reshape(-1, {_dims(sample)}) joins them"
         )
     if cause is None and x.size == int(np.prod(sample)):
-        cause = _cause(tuple(x.shape), sample, "x[None]")
+        cause = _cause(tuple(x.shape), sample, "x[None]", first)
         if cause is not None:
             shape, cause = f"the array has shape {x.shape}", f"one sample without its batch axis? {cause}"
     raise DataError(
@@ -248,21 +255,21 @@ def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(n for n in shape if n != 1)
 
 
-def _cause(got: tuple[int, ...], want: tuple[int, ...], x: str) -> str | None:
+def _cause(got: tuple[int, ...], want: tuple[int, ...], x: str, first: bool) -> str | None:
     """Why samples of shape `got` were likely given for a model taking `want`, with the numpy call on
     the array (named `x`, batch first) that fixes it; None when nothing specific fits."""
     size = int(np.prod(want))
     if sorted(got) == sorted(want):
         return _permuted(got, want, x)
     if len(_squeezed(got)) == 1 and int(np.prod(got)) == size:
-        return _flattened(want, size, x)
+        return _flattened(want, size, x, first)
     if int(np.prod(got)) == size:
         return (
             f"the same {size} values per sample in another shape: if they are in the model's order,"
             f" {x}.reshape(-1, {_dims(want)}) fits them"
         )
     if len(want) == 3:
-        return _image_cause(got, want)
+        return _image_cause(got, want, first)
     return None
 
 
@@ -283,13 +290,13 @@ def _permuted(got: tuple[int, ...], want: tuple[int, ...], x: str) -> str:
     return f"its axes look permuted: transpose it with {call}"
 
 
-def _flattened(want: tuple[int, ...], size: int, x: str) -> str:
+def _flattened(want: tuple[int, ...], size: int, x: str, first: bool) -> str:
     """Samples flattened to `size` values. Which reshape restores them depends on the order they were
     flattened in, which the array does not say: for an image input with channels, both are named."""
     restore = f"each sample is flattened to {size} values: {x}.reshape(-1, {_dims(want)})"
     if len(want) != 3 or min(want[0], want[2]) == 1:  # no channels, or one: a single order
         return restore + " restores them"
-    if _channels_first(want):
+    if first:
         c, h, w = want
         other = f"{x}.reshape(-1, {h}, {w}, {c}).transpose(0, 3, 1, 2)"
         return f"{restore} if they were flattened from {want}, {other} if from NHWC images ({h}, {w}, {c})"
@@ -298,9 +305,8 @@ def _flattened(want: tuple[int, ...], size: int, x: str) -> str:
     return f"{restore} if they were flattened from {want}, {other} if from NCHW data ({c}, {h}, {w})"
 
 
-def _image_cause(got: tuple[int, ...], want: tuple[int, ...]) -> str | None:
+def _image_cause(got: tuple[int, ...], want: tuple[int, ...], first: bool) -> str | None:
     """Image-like samples that differ from an image input in their channels or their size."""
-    first = _channels_first(want)
     c, hw = (want[0], want[1:]) if first else (want[2], want[:2])
     if got == hw:
         return f"the samples have no channel axis and the model takes {c} channels: give {c}-channel data"
@@ -329,9 +335,10 @@ def _resize(want: tuple[int, ...], got: tuple[int, ...], layout: str, transpose:
 
 
 def _channels_first(sample: tuple[int, ...]) -> bool:
-    """An image input (C, H, W or H, W, C per sample) takes its channels first unless its first axis is
-    not 1 or 3 and its last one is (an ONNX model is NCHW unless converted from TensorFlow)."""
-    return sample[0] in (1, 3) or sample[2] not in (1, 3)
+    """Without the model's layout: an image input (C, H, W or H, W, C per sample) takes its channels
+    first unless its first axis is not 1 or 3 and its last one is (an ONNX model is NCHW unless
+    converted from TensorFlow)."""
+    return len(sample) != 3 or sample[0] in (1, 3) or sample[2] not in (1, 3)
 
 
 def _channels(count: int) -> str:

@@ -507,3 +507,14 @@ def first_input_shape(model: LoadedModel) -> tuple[int, ...]:
     from quantcore.passes.io_layout import model_shape
 
     return model_shape(model.graph, model.graph.inputs[0])
+
+
+def load_data(source: str | Path, graph: Graph) -> DataSet:
+    """A data set for `graph`'s input (a model's or a quantized graph), checked against the shape and
+    the layout the model file gives that input (quantcore.data)."""
+    from quantcore import data
+    from quantcore.passes.io_layout import model_layout, model_shape
+
+    name = graph.inputs[0]
+    layout = model_layout(graph, name)
+    return data.load(source, model_shape(graph, name), None if layout is None else layout.value)

@@ -292,6 +292,28 @@ def _rgb_model(path: Path, nhwc: bool = False) -> Path:
     return path
 
 
+def test_the_model_layout_decides_where_an_ambiguous_image_input_takes_its_channels(tmp_path: Path) -> None:
+    """(3, 6, 3) per sample reads as C, H, W or H, W, C; the shape alone guesses channels first. An NHWC
+    model says which (pipeline.load_data passes the layout its file gives the input)."""
+    ambiguous = (1, 3, 6, 3)
+    w = np.random.default_rng(3).normal(0, 0.3, (4, 3, 3, 3)).astype(np.float32)
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["xc"], name="to_nchw", perm=[0, 3, 1, 2]),
+        helper.make_node("Conv", ["xc", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    path = tmp_path / "nhwc.onnx"
+    onnx.save(model(nodes, [value("x", ambiguous)], [value("y", [1, 4, 3, 6])], {"w": w}, 13), path)
+    folder = tmp_path / "images"
+    folder.mkdir()
+    pixels = np.random.default_rng(7).integers(0, 256, (3, 6, 3), np.uint8)
+    Image.fromarray(pixels, "RGB").save(folder / "0.png")
+    x = pipeline.load_data(folder, pipeline.load_model(path).graph).x
+    assert np.array_equal((x[0] * 255).round(), pixels.astype(np.float32))  # H, W, C as the file
+    guessed = data.load(folder, ambiguous).x  # by shape alone: 3 channels of a 6 x 3 image (resized)
+    assert guessed.shape == x.shape and not np.array_equal(guessed, x)
+
+
 def test_quantize_and_evaluate_refuse_nhwc_data_for_an_nchw_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

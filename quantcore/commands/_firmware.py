@@ -184,10 +184,9 @@ def cases(ctx: Context, model: Model | None, src: Path) -> Any:
     if ctx.args.data:
         if model is None:
             raise BadInput("--data needs --model and --params (to quantize the samples)")
-        from quantcore import data
-        from quantcore.passes.io_layout import model_shape
+        from quantcore import pipeline
 
-        dataset = data.load(ctx.args.data, model_shape(model.qgraph, model.qgraph.inputs[0]))
+        dataset = pipeline.load_data(ctx.args.data, model.qgraph)
         return verify.documented_cases(read_contract(src), dataset.x, str(ctx.args.data), count)
     if model is not None:
         return verify.random_cases(model.qgraph, count or verify.DEFAULT_CASES, ctx.args.seed)

@@ -34,13 +34,13 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quantcore import data, pipeline
+    from quantcore import pipeline
     from quantcore.quantize import params_json
     from quantcore.verify.report import json_text, write_atomically
 
     document = params_json.load(Path(args.params))
     model = pipeline.load_model(args.model)
-    dataset = data.load(args.data, pipeline.first_input_shape(model))
+    dataset = pipeline.load_data(args.data, model.graph)
     if args.samples:
         dataset = dataset.head(args.samples)
     report = pipeline.evaluate(

@@ -63,15 +63,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quantcore import data, pipeline
+    from quantcore import pipeline
     from quantcore.calibrate.method import Method, RangeMethod
     from quantcore.qat.train import QatOptions, qat
     from quantcore.quantize.document import write_finetuned
 
     model = pipeline.load_model(args.model)
-    shape = pipeline.first_input_shape(model)
-    train = data.load(args.train, shape)
-    calib = data.load(args.calib, shape) if args.calib else train.head(DEFAULT_CALIB_SAMPLES)
+    train = pipeline.load_data(args.train, model.graph)
+    calib = pipeline.load_data(args.calib, model.graph) if args.calib else train.head(DEFAULT_CALIB_SAMPLES)
     options = QatOptions(
         epochs=args.epochs,
         lr=args.lr,

@@ -111,7 +111,7 @@ def _method(name: str, percentile: float) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quantcore import data, pipeline
+    from quantcore import pipeline
     from quantcore.quantize import params_json
     from quantcore.quantize.mixed_precision import Budget
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             f"{args.model}: a float model needs --calib DATA (representative inputs) to choose its"
             " activation ranges; only an int8 .tflite (TensorFlow's full-integer converter) brings its own"
         )
-    calib = data.load(args.calib, pipeline.first_input_shape(model))
+    calib = pipeline.load_data(args.calib, model.graph)
     if args.samples:
         calib = calib.head(args.samples)
     per_layer = {}

@@ -106,11 +106,11 @@ def _activations(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str | 
     for path, what in ((model, "float model"), (args.calib, "calibration data")):
         if not Path(path).exists():
             raise _BadInput(f"{path} does not exist (the {what})")
-    from quantcore import data, pipeline
+    from quantcore import pipeline
 
     loaded = pipeline.load_model(model)
     pipeline.check_same_model(loaded, document, str(params))
-    calib = data.load(args.calib, pipeline.first_input_shape(loaded))
+    calib = pipeline.load_data(args.calib, loaded.graph)
     if args.samples:
         calib = calib.head(args.samples)
     return histograms.compute(loaded, document, calib, bins=args.bins), str(model)

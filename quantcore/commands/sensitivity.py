@@ -30,12 +30,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quantcore import data, pipeline
+    from quantcore import pipeline
     from quantcore.quantize import params_json
 
     document = params_json.load(Path(args.params))
     model = pipeline.load_model(args.model)
-    dataset = data.load(args.data, pipeline.first_input_shape(model)).head(args.samples)
+    dataset = pipeline.load_data(args.data, model.graph).head(args.samples)
     report = pipeline.sensitivity(
         model, document, dataset, params_file=args.params, gradients=not args.no_gradient
     )
