@@ -59,12 +59,18 @@ class ModelHeader:
     scratch_bytes: int
 
 
-def read_header(src: Path, prefix: str = "model") -> ModelHeader:
-    """The size macros of src/<prefix>.h; FirmwareBuildError naming the file and macro when one is missing."""
+def _header(src: Path, prefix: str) -> tuple[Path, str, dict[str, str]]:
+    """src/<prefix>.h: its path, its text and its numeric macros."""
     path = src / f"{prefix}.h"
     if not path.is_file():
         raise FirmwareBuildError(f"{path} does not exist: generate the model first (`fixpoint generate`)")
-    macros = dict(_MACRO.findall(untrusted.read_text(path, limit=limits.SOURCE_MAX_BYTES)))
+    text = untrusted.read_text(path, limit=limits.SOURCE_MAX_BYTES)
+    return path, text, dict(_MACRO.findall(text))
+
+
+def read_header(src: Path, prefix: str = "model") -> ModelHeader:
+    """The size macros of src/<prefix>.h; FirmwareBuildError naming the file and macro when one is missing."""
+    path, _, macros = _header(src, prefix)
     upper = prefix.upper()
 
     def size(name: str) -> int:
@@ -101,9 +107,7 @@ _TYPE = re.compile(r"^\s*#\s*define\s+(\w+)_INPUT_TYPE\s+(int8_t|int16_t)\s*$", 
 def read_contract(src: Path, prefix: str = "model") -> InputContract:
     """The input contract src/<prefix>.h states; FirmwareBuildError when it states none (an older
     generation, or sources not written by `fixpoint generate`)."""
-    path = src / f"{prefix}.h"
-    text = untrusted.read_text(path, limit=limits.SOURCE_MAX_BYTES)
-    macros = dict(_MACRO.findall(text))
+    path, text, macros = _header(src, prefix)
     upper = prefix.upper()
     shape = {m.group(1): m.group(2) for m in _SHAPE.finditer(text)}.get(upper)
     ctype = {m.group(1): m.group(2) for m in _TYPE.finditer(text)}.get(upper)
@@ -116,13 +120,16 @@ def read_contract(src: Path, prefix: str = "model") -> InputContract:
             " model (`fixpoint generate`)"
         )
     assert shape is not None
+    try:
+        dims = tuple(int(d) for d in shape.split(","))
+        scale, zero_point = float(macros[f"{upper}_INPUT_SCALE"]), int(macros[f"{upper}_INPUT_ZERO_POINT"])
+    except ValueError:
+        raise FirmwareBuildError(
+            f"{path}: {upper}_INPUT_SHAPE, _SCALE or _ZERO_POINT is not a list of integers, a number and an"
+            " integer as `fixpoint generate` writes them; regenerate the model"
+        ) from None
     return InputContract(
-        path,
-        tuple(int(d) for d in shape.split(",")),
-        float(macros[f"{upper}_INPUT_SCALE"]),
-        int(macros[f"{upper}_INPUT_ZERO_POINT"]),
-        ctype == "int16_t",
-        macros[f"{upper}_INPUT_MODEL_NCHW"] == "1",
+        path, dims, scale, zero_point, ctype == "int16_t", macros[f"{upper}_INPUT_MODEL_NCHW"] == "1"
     )
 
 
