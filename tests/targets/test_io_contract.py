@@ -51,6 +51,10 @@ class Built:
     params: Path
 
 
+def _kind(built: Built) -> str:
+    return "nhwc" if "nhwc" in built.onnx_path.name else "nchw"
+
+
 def _header_macros(path: Path) -> dict[str, str]:
     return dict(re.findall(r"^#define (MODEL_\w+) (.+)$", path.read_text(), re.MULTILINE))
 
@@ -99,7 +103,7 @@ def _write_inputs(path: Path, x_nhwc: np.ndarray) -> Path:
 def _run_app(
     built: Built, target_name: str, checkout: cmsis_nn.CmsisNn, folder: Path
 ) -> dict[str, list[bytes]]:
-    x_nhwc = _documented_layout(built, _own_data("nhwc" if "nhwc" in built.onnx_path.name else "nchw"))
+    x_nhwc = _documented_layout(built, _own_data(_kind(built)))
     inputs = _write_inputs(folder / "app_inputs.c", x_nhwc)
     target = get_target(target_name)
     request = BuildRequest(target, built.src, folder, (), checkout, application=(APP, inputs))
@@ -125,13 +129,9 @@ def _quantized_per_header(built: Built, x_nhwc: np.ndarray) -> np.ndarray:
 def _float_reference(built: Built) -> np.ndarray:
     """onnxruntime's float output for the model's own data, put in the firmware's layout as model.h says."""
     session = ort.InferenceSession(str(built.onnx_path), providers=["CPUExecutionProvider"])
-    x = _own_data("nhwc" if "nhwc" in built.onnx_path.name else "nchw")
+    x = _own_data(_kind(built))
     y = np.concatenate([session.run(None, {"input": x[i : i + 1]})[0] for i in range(len(x))])
     return y.transpose(0, 2, 3, 1) if built.header["MODEL_OUTPUT_MODEL_NCHW"] == "1" else y
-
-
-def _kind(built: Built) -> str:
-    return "nhwc" if "nhwc" in built.onnx_path.name else "nchw"
 
 
 def _sqnr_db(reference: np.ndarray, actual: np.ndarray) -> float:
@@ -147,7 +147,7 @@ def _dequantized(built: Built, outputs: list[bytes]) -> np.ndarray:
 
 
 def _check(built: Built, lines: dict[str, list[bytes]]) -> None:
-    x_nhwc = _documented_layout(built, _own_data("nhwc" if "nhwc" in built.onnx_path.name else "nchw"))
+    x_nhwc = _documented_layout(built, _own_data(_kind(built)))
     assert len(lines["IN"]) == len(lines["OUT"]) == CASES
     written = np.stack([np.frombuffer(b, np.int8) for b in lines["IN"]])
     np.testing.assert_array_equal(written, _quantized_per_header(built, x_nhwc).reshape(CASES, -1))
@@ -160,7 +160,7 @@ def _check(built: Built, lines: dict[str, list[bytes]]) -> None:
 
 
 def test_the_header_states_the_layouts(built: Built) -> None:
-    nhwc = "nhwc" in built.onnx_path.name
+    nhwc = _kind(built) == "nhwc"
     h = built.header
     assert (h["MODEL_INPUT_MODEL_NCHW"], h["MODEL_OUTPUT_MODEL_NCHW"]) == (("0", "0") if nhwc else ("1", "1"))
     dims = [h[f"MODEL_INPUT_{d}"] for d in ("BATCH", "HEIGHT", "WIDTH", "CHANNELS")]
@@ -193,7 +193,7 @@ def test_an_application_that_knows_only_model_h_computes_the_model_on_qemu_m4(
 def test_the_old_hidden_permutation_would_fail_the_float_check(built: Built) -> None:
     """Negative control: the NHWC model's own input taken as NCHW and permuted again (what the firmware
     expected before) gives another image's output, far below the floor."""
-    if "nhwc" not in built.onnx_path.name:
+    if _kind(built) != "nhwc":
         pytest.skip("the NHWC-origin model's control")
     x = _own_data("nhwc")
     permuted = _quantized_per_header(built, x.transpose(0, 2, 3, 1).reshape(x.shape))
