@@ -50,6 +50,10 @@ class FlashSettings:
     flash_origin: int = 0x08000000
     gdb_remote: str = "127.0.0.1:3333"
     """host:port of a GDB server (QEMU's -gdb stub, or a probe's)."""
+    gdb_starting: bool = False
+    """The GDB server was just started by Fixpoint (QEMU's stub) and may not listen yet: gdb retries a
+    refused connection for up to GDB_CONNECT_TIMEOUT_S. A probe's server the user runs is there or not,
+    and a refusal is said at once."""
     interface: str = "interface/cmsis-dap.cfg"
     """OpenOCD's interface (probe) configuration."""
     speed_khz: int = 4000
@@ -69,10 +73,12 @@ def _run(command: list[str], doing: str, timeout: float, cwd: Path | None = None
 def gdb_commands(firmware: Firmware, settings: FlashSettings, gdb: str = "gdb-multiarch") -> list[str]:
     # compare-sections is the verify step; system_reset reloads SP/PC from the vector table (after load
     # SP is 0); no `continue`, which would block until the firmware exits. Without auto-retry a refused
-    # connection fails at once instead of after gdb's 15 s of retrying.
+    # connection fails at once instead of after gdb's 15 s of retrying; QEMU's stub, started a moment
+    # before, opens its port after the UART's (under load, later than gdb connects), so there it is on.
+    retry = "on" if settings.gdb_starting else "off"
     return [
         gdb, "-nx", "-batch",
-        "-ex", "set tcp auto-retry off",
+        "-ex", f"set tcp auto-retry {retry}",
         "-ex", f"set tcp connect-timeout {GDB_CONNECT_TIMEOUT_S}",
         "-ex", f"target remote {check_gdb_remote(settings.gdb_remote)}",
         "-ex", "load",

@@ -139,7 +139,7 @@ def run_on_qemu_board(
         )
     start = time.monotonic()
     with qemu_board(firmware.target.machine, gdb_port, uart_port) as board, connect_uart(board) as link:
-        settings = backends.FlashSettings(gdb_remote=board.gdb_remote)
+        settings = backends.FlashSettings(gdb_remote=board.gdb_remote, gdb_starting=True)
         backends.flash_gdb(firmware, settings, timeout=min(timeout, backends.FLASH_TIMEOUT_S))
         channel = f"UART of QEMU {board.machine} ({link.url})"
         text = link.read_transcript(max(1.0, timeout - (time.monotonic() - start)), timeout)

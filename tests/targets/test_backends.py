@@ -40,6 +40,8 @@ def test_gdb_loads_verifies_resets_and_detaches(tmp_path: Path) -> None:
         "detach",
     ]
     assert command[-1].endswith("firmware.elf")
+    qemu = FlashSettings(gdb_remote="127.0.0.1:1234", gdb_starting=True)  # its stub may not listen yet
+    assert "set tcp auto-retry on" in backends.gdb_commands(_firmware(tmp_path), qemu)
 
 
 def test_pyocd_lists_probes_then_flashes_the_hex_without_waiting(tmp_path: Path) -> None:
