@@ -10,14 +10,15 @@ graph input and output stand for the int8 tensors behind them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from quantcore import limits
+from quantcore import display, limits
 from quantcore.display import quoted
 from quantcore.errors import ModelError, UnsupportedError
 from quantcore.importers import _geometry
@@ -99,8 +100,16 @@ def translate(model: TflModel) -> Graph:
     for op in model.operators:
         if op.op in ("QUANTIZE", "DEQUANTIZE") and (_is_edge(state, op) or op.outputs[0] in state.consts):
             continue  # an edge conversion, or float16 weights _edges folded into a constant
-        HANDLERS[op.op](state, op)
+        with _damaged(state, op):
+            HANDLERS[op.op](state, op)
     outputs = [state.names[i] for i in model.outputs]
+    for index, name in zip(model.outputs, outputs, strict=True):
+        if name not in state.tensors:
+            raise ModelError(
+                model.path,
+                f"the model's output {quoted(model.tensors[index].name)} is written by no operator;"
+                " the file is damaged - re-convert the model",
+            )
     meta = {
         "source": model.path,
         "sha256": model.sha256,
@@ -113,6 +122,20 @@ def translate(model: TflModel) -> Graph:
     }
     graph = Graph("model", state.tensors, tuple(state.nodes), tuple(inputs), tuple(outputs), meta)
     return graph.prune()
+
+
+@contextmanager
+def _damaged(state: _State, op: TflOperator) -> Iterator[None]:
+    """A handler's error on tensors that contradict each other, as the operator's ModelError. The checks
+    before translation cover what a converter writes; a damaged file can still give, say, a bias whose
+    length is not the weights' channel count, which a handler only meets while reading them."""
+    try:
+        yield
+    except (LookupError, ValueError, TypeError, ArithmeticError) as exc:
+        problem = display.shorten(f"{type(exc).__name__}: {exc}", 200)
+        raise state.error(
+            op, f"does not fit its tensors ({problem}); the file is damaged - re-convert it"
+        ) from exc
 
 
 # -- what the model is --------------------------------------------------------------------------------
@@ -131,12 +154,59 @@ def _check_operators(model: TflModel) -> None:
         total = sum(len(ops) for ops in groups.values())
         count = "1 operator is" if total == 1 else f"{total} operators are"
         raise ModelError(model.path, f"{count} not supported: {listed}; {_fixes(groups)}")
+    for op in model.operators:
+        _check_tensors(model, op)
     for tensor in model.tensors:
         if tensor.dynamic is not None and any(d < 0 for d in tensor.dynamic[1:]):
             raise ModelError(
                 model.path,
                 f"tensor {quoted(tensor.name)} has a dynamic shape (shape signature {list(tensor.dynamic)});"
                 " Fixpoint needs static shapes - convert with a fixed input shape (only the batch may be -1)",
+            )
+
+
+# What each translated operator needs: the rank of each required input (None: any), and its output's
+# rank. Handlers read these positions and dimensions without looking, so a damaged file that gives
+# fewer tensors, or tensors of another rank, is refused here, naming the operator.
+_NEEDS: Mapping[str, tuple[tuple[int | None, ...], int | None]] = {
+    "CONV_2D": ((4, 4), 4),
+    "DEPTHWISE_CONV_2D": ((4, 4), 4),
+    "FULLY_CONNECTED": ((None, 2), None),
+    "AVERAGE_POOL_2D": ((4,), 4),
+    "MAX_POOL_2D": ((4,), 4),
+    "MEAN": ((4, None), None),
+    "ADD": ((None, None), None),
+    "MUL": ((None, None), None),
+    "RESHAPE": ((None,), None),
+    "SOFTMAX": ((None,), None),
+    "PAD": ((None, 2), None),
+    "PADV2": ((None, 2), None),
+    "CONCATENATION": ((None,), None),
+    "TRANSPOSE": ((None, 1), None),
+    "QUANTIZE": ((None,), None),
+    "DEQUANTIZE": ((None,), None),
+}
+
+
+def _check_tensors(model: TflModel, op: TflOperator) -> None:
+    ranks, out_rank = _NEEDS[op.op]
+    given = op.inputs[: len(ranks)]
+    if len(given) < len(ranks) or any(i < 0 for i in given) or len(op.outputs) != 1 or op.outputs[0] < 0:
+        raise ModelError(
+            model.path,
+            f"operator {op.index} ({op.op}) has inputs {list(op.inputs)} and outputs {list(op.outputs)};"
+            f" a {op.op} needs {len(ranks)} input tensor(s) and 1 output - the file is damaged or was"
+            " written by a converter Fixpoint does not know; re-convert the model",
+        )
+    wanted = [(f"input {i}", index, rank) for i, (index, rank) in enumerate(zip(given, ranks, strict=True))]
+    for what, index, rank in [*wanted, ("output", op.outputs[0], out_rank)]:
+        tensor = model.tensors[index]
+        if rank is not None and len(tensor.shape) != rank:
+            raise ModelError(
+                model.path,
+                f"operator {op.index} ({op.op}): its {what} {quoted(tensor.name)} has shape"
+                f" {list(tensor.shape)}; a {op.op} needs {rank} dimensions there - the file is damaged;"
+                " re-convert the model",
             )
 
 
@@ -343,6 +413,8 @@ def _activation_quant(state: _State, t: TflTensor, where: str) -> QuantParams:
 
 def _input(state: _State, op: TflOperator, position: int) -> str:
     index = op.inputs[position]
+    if index < 0:
+        raise state.error(op, f"input {position} is absent (-1); Fixpoint needs an activation there")
     name = state.names[index]
     if name not in state.tensors or state.tensors[name].is_constant:
         if state.const(index) is not None:
@@ -393,6 +465,8 @@ def _weights(state: _State, op: TflOperator, axis: int) -> tuple[str, np.ndarray
         )
     if np.any(q.zero_point != 0):
         raise state.error(op, "its weights have a non-zero zero point; CMSIS-NN takes symmetric int8 weights")
+    if not np.all(np.isfinite(q.scale) & (q.scale > 0)):
+        raise state.error(op, "its weights have a scale that is not a positive finite number; re-convert it")
     if int(data.min(initial=0)) < -127:
         raise state.error(
             op,

@@ -71,6 +71,16 @@ def _huge_buffer(model: Any, data: bytearray) -> None:
     struct.pack_into("<I", data, _vector(buffer, 4) - 4, 0x7FFFFFF0)
 
 
+def _no_outputs(model: Any, data: bytearray) -> None:
+    operator = model.Subgraphs(0).Operators(0)
+    struct.pack_into("<I", data, _vector(operator, 8) - 4, 0)  # Operator.outputs: length 0
+
+
+def _missing_weights(model: Any, data: bytearray) -> None:
+    operator = model.Subgraphs(0).Operators(0)
+    struct.pack_into("<i", data, _vector(operator, 6) + 4, -1)  # Operator.inputs[1]: "optional, absent"
+
+
 CASES = {
     "uint8": (
         _set_type,
@@ -92,6 +102,16 @@ CASES = {
         _two_subgraphs,
         "has 2 subgraphs; Fixpoint imports models of one subgraph (no WHILE/IF/"
         "CALL_ONCE control flow) - convert the model without control flow",
+    ),
+    "no_outputs": (
+        _no_outputs,
+        "operator 0 (FULLY_CONNECTED) has inputs [0, 6, 5] and outputs []; a FULLY_CONNECTED needs 2 input"
+        " tensor(s) and 1 output - the file is damaged",
+    ),
+    "missing_weights": (
+        _missing_weights,
+        "operator 0 (FULLY_CONNECTED) has inputs [0, -1, 5] and outputs [7]; a FULLY_CONNECTED needs 2"
+        " input tensor(s) and 1 output",
     ),
     "buffer_past_end": (
         _huge_buffer,
