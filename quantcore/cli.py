@@ -1,7 +1,14 @@
 """The `fixpoint` command line; each subcommand lives in quantcore.commands.<name>.
 
 Packages that build on quantcore add subcommands through the entry-point group "fixpoint.commands"
-(the language server adds `check` and `lsp`), so quantcore never imports them.
+(the language server adds `check` and `lsp`), so quantcore never imports them. An entry point is named
+after the command it adds.
+
+Start-up is part of every command (the editor spawns this CLI for each of its commands), so building the
+parser imports no numpy, onnx, jinja2 or torch: a command module imports what its command needs inside
+its `func`. The entry points are scanned (importlib.metadata reads every installed package's metadata)
+only when the command line may ask for a plugin's command: --help, no command, a name that is not one of
+quantcore's own; then only the plugin asked for is loaded, or all of them to list them.
 
 Every error ends here as one line on stderr, `fixpoint <command>: <what and where>: <what to do>`, and an
 exit status: 2 for bad usage or input (an option, a file's content), 1 for a failure (a build, a write,
@@ -16,8 +23,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from importlib.metadata import entry_points
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from quantcore.commands import COMMANDS
 from quantcore.display import shown
@@ -35,7 +41,9 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {one_line_message(message)} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every quantcore command, and of the plugins' commands: only the plugin adding
+    `command` when one does and `command` is not quantcore's own, all of them when `command` is None."""
     parser = _OneLineParser(prog="fixpoint", description="Float networks to verified int8 CMSIS-NN firmware.")
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an error (for a bug report)"
@@ -43,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_OneLineParser)
     for name in COMMANDS:
         importlib.import_module(f"quantcore.commands.{name}").register(sub)
-    for entry in sorted(entry_points(group="fixpoint.commands"), key=lambda e: e.name):
-        entry.load().register(sub)
+    if command not in sub.choices:
+        for entry in _plugins(command):
+            entry.load().register(sub)
     for command in sub.choices.values():
         command.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
@@ -52,9 +61,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _plugins(command: str | None) -> list[Any]:
+    """The entry points of group "fixpoint.commands": the one named `command`, else all (to list them
+    in --help or in the message for a command that does not exist)."""
+    from importlib.metadata import entry_points  # here: it costs more than the rest of building the parser
+
+    found = sorted(entry_points(group="fixpoint.commands"), key=lambda e: e.name)
+    return [e for e in found if e.name == command] or found
+
+
+def asked_command(argv: Sequence[str]) -> str | None:
+    """The command `argv` names, when only --debug comes before it; None when an option such as --help
+    comes first (the top-level parser acts on it) or there is no command."""
+    for token in argv:
+        if token != "--debug":
+            return None if token.startswith("-") else token
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(asked_command(argv)).parse_args(argv)
     except SystemExit as exit_:  # --help, or a usage error already printed: its status, as a return value
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     try:

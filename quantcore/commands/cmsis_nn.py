@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quantcore import cmsis_nn
-
-_ORIGINS = {
-    "setting": "the path setting (--path)",
-    "env": f"the {cmsis_nn.ENV_VAR} environment variable",
-    "cache": "Fixpoint's cache ($XDG_CACHE_HOME/fixpoint/cmsis-nn)",
-}
+if TYPE_CHECKING:
+    from quantcore import cmsis_nn
 
 
 def register(sub: Any) -> None:
@@ -36,6 +31,13 @@ def register(sub: Any) -> None:
 
 
 def describe(nn: cmsis_nn.CmsisNn) -> list[str]:
+    from quantcore import cmsis_nn  # here, not at the top: building the CLI's parser must stay light
+
+    origins = {
+        "setting": "the path setting (--path)",
+        "env": f"the {cmsis_nn.ENV_VAR} environment variable",
+        "cache": "Fixpoint's cache ($XDG_CACHE_HOME/fixpoint/cmsis-nn)",
+    }
     version = nn.version or "unknown (no readable ARM.CMSIS-NN.pdsc)"
     if nn.version == "0.0.0":
         version += " (ARM.CMSIS-NN.pdsc's placeholder in git checkouts, release packs carry the number)"
@@ -43,7 +45,7 @@ def describe(nn: cmsis_nn.CmsisNn) -> list[str]:
     warning = cmsis_nn.version_warning(nn)
     return [
         f"CMSIS-NN checkout: {nn.path}",
-        f"  found via: {_ORIGINS[nn.source]}",
+        f"  found via: {origins[nn.source]}",
         f"  version:   {version}",
         f"  git:       {git}",
         f"  Fixpoint's reference targets CMSIS-NN {cmsis_nn.TARGET_VERSION}",
@@ -52,11 +54,15 @@ def describe(nn: cmsis_nn.CmsisNn) -> list[str]:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    from quantcore import cmsis_nn
+
     print("\n".join(describe(cmsis_nn.locate(args.path))))
     return 0
 
 
 def run_install(args: argparse.Namespace) -> int:
+    from quantcore import cmsis_nn
+
     at = f" at {cmsis_nn.check_ref(args.ref)}" if args.ref else ""  # checked before it is shown
     print(f"cloning {args.source}{at} into {cmsis_nn.cache_checkout()} ...", flush=True)
     nn = cmsis_nn.install(args.source, args.ref, args.force)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from quantcore.kernels.requantize import Rounding
+from quantcore.kernels.rounding import Rounding
 
 
 def register(sub: Any) -> None:

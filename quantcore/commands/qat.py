@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from quantcore.commands import _args
+from quantcore.errors import InputError
+
+TORCH_MISSING = "PyTorch is not installed; install Fixpoint's torch extra: pip install 'fixpoint[torch]'"
+"""What `fixpoint qat` says without torch (pyproject.toml's optional dependency "torch")."""
 
 DEFAULT_CALIB_SAMPLES = 1000
 """Calibration samples for the start when --calib is not given: the first ones of the training set."""
@@ -63,6 +67,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _require_torch()
     from quantcore import pipeline
     from quantcore.calibrate.method import Method, RangeMethod
     from quantcore.qat.train import QatOptions, qat
@@ -106,6 +111,17 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _require_torch() -> None:
+    """InputError (exit 2, one line) when torch cannot be imported, before any file is read; another
+    missing module is not hidden behind it."""
+    try:
+        import torch  # noqa: F401  (training needs it; nothing else in the CLI imports it)
+    except ModuleNotFoundError as exc:
+        if exc.name != "torch":
+            raise
+        raise InputError(TORCH_MISSING) from None
 
 
 def _db(value: float | None) -> str:

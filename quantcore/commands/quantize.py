@@ -13,7 +13,7 @@ from typing import Any
 
 from quantcore.commands import _args
 from quantcore.errors import InputError
-from quantcore.kernels.requantize import Rounding
+from quantcore.kernels.rounding import Rounding
 from quantcore.targets.cores import Core
 
 

@@ -5,6 +5,6 @@ the C structs' fields), validates them as CMSIS-NN documents, and returns exactl
 kernel writes. Batches run vectorised; accumulation is exact integer arithmetic.
 """
 
-from quantcore.kernels.requantize import Rounding
+from quantcore.kernels.rounding import Rounding  # not via requantize: importing the package needs no numpy
 
 __all__ = ["Rounding"]

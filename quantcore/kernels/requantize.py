@@ -9,28 +9,13 @@ The reference must follow whichever the firmware is built with.
 
 from __future__ import annotations
 
-import enum
-
 import numpy as np
 import numpy.typing as npt
 
 from quantcore.kernels._int import I64, wrap32
+from quantcore.kernels.rounding import Rounding as Rounding  # its home is numpy-free (the CLI needs it)
 
 ArrayLike = npt.ArrayLike
-
-
-class Rounding(enum.Enum):
-    """The requantization rounding a CMSIS-NN build uses."""
-
-    DOUBLE = "double"
-    """Default build: arm_nn_doubling_high_mult_no_sat + arm_nn_divide_by_power_of_two."""
-    SINGLE = "single"
-    """Build with CMSIS_NN_USE_SINGLE_ROUNDING defined."""
-
-    @property
-    def define(self) -> str | None:
-        """The C macro that selects this rounding, or None for the default."""
-        return "CMSIS_NN_USE_SINGLE_ROUNDING" if self is Rounding.SINGLE else None
 
 
 def doubling_high_mult(a: I64, b: ArrayLike) -> I64:
