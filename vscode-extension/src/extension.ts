@@ -45,6 +45,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<Fixpoi
       void fixpoint.restart();
     }),
     vscode.workspace.onDidChangeWorkspaceFolders(() => void fixpoint.restart()),
+    fixpoint.python.onDidChange(() => void fixpoint.pythonSelectionChanged()),
   );
   void vscode.commands.executeCommand('setContext', 'fixpoint.active', true);
   void fixpoint.start();

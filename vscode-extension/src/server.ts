@@ -1,6 +1,7 @@
 // The language server's life cycle: find the interpreter, check that it has the server package, start
 // `<python> -m fixpoint_server` over stdio (vscode-languageclient adds --stdio), restart it when its
-// settings change, and send it commands - gated by workspace trust.
+// settings or the Python extension's selected interpreter change, and send it commands - gated by
+// workspace trust.
 
 import * as fs from 'fs';
 import * as os from 'os';
@@ -10,8 +11,11 @@ import {
   ExecuteCommandRequest, LanguageClient, LanguageClientOptions, MessageType, RevealOutputChannelOn, ServerOptions,
   ShowMessageNotification, State, TransportKind,
 } from 'vscode-languageclient/node';
-import { Interpreter, probe, problemMessage, resolveInterpreter } from './interpreter';
+import {
+  chooseInterpreter, Interpreter, noServerMessage, passedOverNote, probe, problemActions, resolveInterpreter,
+} from './interpreter';
 import { NotificationProgress } from './progress';
+import { PythonExtension } from './pythonenv';
 import { ServerLogParser } from './serverlog';
 import { applySeverity, severityOverrides } from './severity';
 import { commandAllowed, untrustedMessage } from './trust';
@@ -54,12 +58,26 @@ export class FixpointServer implements vscode.Disposable {
   private readonly stateEmitter = new vscode.EventEmitter<ServerState>();
   readonly onDidChangeState = this.stateEmitter.event;
   routeCodeActionCommand: CommandRouter | undefined;
+  /** Microsoft's Python extension, when installed: its selected interpreter is a candidate. */
+  readonly python = new PythonExtension();
+  /** The Python extension's selection the last start saw (to restart only when it changes). */
+  private selectedSeen: string | undefined;
 
   constructor(private readonly context: vscode.ExtensionContext, readonly output: vscode.LogOutputChannel) {}
 
   dispose(): void {
     void this.stop();
+    this.python.dispose();
     this.stateEmitter.dispose();
+  }
+
+  /** The interpreter selected in the Python extension changed: restart if the server would use it. */
+  async pythonSelectionChanged(): Promise<void> {
+    if (this.interpreter?.source === 'setting') return; // fixpoint.python overrides the Python extension
+    const { executable } = await this.python.selection(this.folderUris()[0]);
+    if (executable === this.selectedSeen) return;
+    this.output.appendLine(`[client] the Python extension's interpreter is now ${executable ?? '(none)'}: restarting the server`);
+    await this.restart();
   }
 
   private setState(state: ServerState): void {
@@ -102,8 +120,12 @@ export class FixpointServer implements vscode.Disposable {
     return this.client;
   }
 
+  private folderUris(): vscode.Uri[] {
+    return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === 'file').map((f) => f.uri);
+  }
+
   private folders(): string[] {
-    return (vscode.workspace.workspaceFolders ?? []).filter((f) => f.uri.scheme === 'file').map((f) => f.uri.fsPath);
+    return this.folderUris().map((uri) => uri.fsPath);
   }
 
   /** A folder outside the workspace for the interpreter check and, untrusted, the server's cwd. */
@@ -124,26 +146,34 @@ export class FixpointServer implements vscode.Disposable {
     // Untrusted: the workspace's own value of fixpoint.python is ignored (restrictedConfigurations does
     // the same in VS Code; this covers older hosts).
     const configured = trusted ? config.get<string>('python') : config.inspect<string>('python')?.globalValue;
-    const { interpreter, notes } = resolveInterpreter({
-      configured, folders, trusted, home: os.homedir(), exists: (f) => fs.existsSync(f),
-    });
-    this.interpreter = interpreter;
     this.setState('starting');
+    const inputs = { configured, folders, trusted, home: os.homedir(), exists: (f: string) => fs.existsSync(f), realpath: realpathOrSelf };
+    // The Python extension is asked (and activated) only when fixpoint.python does not decide.
+    const settingDecides = resolveInterpreter(inputs).interpreter.source === 'setting';
+    const selection = settingDecides ? {} : await this.python.selection(this.folderUris()[0]);
+    this.selectedSeen = selection.executable;
+    const { candidates, notes } = resolveInterpreter({ ...inputs, selected: selection.executable });
+    if (selection.note) notes.unshift(selection.note);
+    this.interpreter = candidates[0];
     for (const note of notes) this.output.appendLine(`[client] ${note}`);
-    this.output.appendLine(`[client] interpreter: ${interpreter.command} (${interpreter.origin})${trusted ? '' : ' - Restricted Mode: diagnostics only'}`);
     const env: NodeJS.ProcessEnv = { ...process.env, PYTHONUNBUFFERED: '1' };
     const cmsisNn = config.get<string>('cmsisNnPath')?.trim();
     if (cmsisNn && trusted) env.FIXPOINT_CMSIS_NN = cmsisNn;
     if (!trusted) env.PYTHONSAFEPATH = '1'; // no cwd or script folder on sys.path (Python >= 3.11)
-    const probed = await probe(interpreter.command, { cwd: this.safeCwd(), env });
-    if (!probed.ok) {
-      this.problem = problemMessage(interpreter, probed);
+    const cwd = this.safeCwd();
+    const chosen = await chooseInterpreter(candidates, (i) => probe(i.command, { cwd, env }));
+    for (const failure of chosen.ok ? chosen.passedOver : []) this.output.appendLine(`[client] ${passedOverNote(failure)}`);
+    if (!chosen.ok) {
+      this.problem = noServerMessage(chosen.failures);
       this.version = '';
       this.output.appendLine(`[client] ${this.problem}`);
       this.setState('no-python');
       void this.showProblem();
       return;
     }
+    const { interpreter, result: probed } = chosen;
+    this.interpreter = interpreter;
+    this.output.appendLine(`[client] interpreter: ${interpreter.command} (${interpreter.origin})${trusted ? '' : ' - Restricted Mode: diagnostics only'}`);
     this.problem = '';
     this.version = `Python ${probed.python}, fixpoint_server ${probed.version}`;
     this.output.appendLine(`[client] ${probed.executable}: ${this.version}`);
@@ -227,10 +257,10 @@ export class FixpointServer implements vscode.Disposable {
 
   async showProblem(): Promise<void> {
     if (!this.problem) return;
-    const choice = await vscode.window.showErrorMessage(this.problem, 'Select Interpreter...', 'Open Settings', 'Show Log');
-    if (choice === 'Select Interpreter...') await vscode.commands.executeCommand('fixpoint.client.selectInterpreter');
-    else if (choice === 'Open Settings') await vscode.commands.executeCommand('workbench.action.openSettings', 'fixpoint.python');
-    else if (choice === 'Show Log') this.output.show();
+    const actions = problemActions({ pythonExtension: this.python.installed(), settingUsed: this.interpreter?.source === 'setting' });
+    const choice = await vscode.window.showErrorMessage(this.problem, ...actions.map((a) => a.label));
+    const action = actions.find((a) => a.label === choice);
+    if (action) await vscode.commands.executeCommand(action.command, ...action.args);
   }
 
   /**
@@ -253,5 +283,14 @@ export class FixpointServer implements vscode.Disposable {
 export class UntrustedError extends Error {
   constructor(readonly command: string) {
     super(untrustedMessage(`"${command}"`));
+  }
+}
+
+/** The file a path links to; the path itself when it does not exist (yet). */
+function realpathOrSelf(file: string): string {
+  try {
+    return fs.realpathSync(file);
+  } catch {
+    return file;
   }
 }
