@@ -51,7 +51,7 @@ class ArrayDef:
     kind: ArrayKind
     align: Alignment | None
     span: Span
-    """The whole declaration, from its first word through the `;`."""
+    """The whole declaration, from its first word through the `;` (see `declarators`)."""
     name_span: Span
     type_span: Span
     dims_span: Span
@@ -67,6 +67,9 @@ class ArrayDef:
     init_end: int | None = None
     function: str | None = None
     """The enclosing function of a LOCAL array."""
+    declarators: int = 1
+    """How many declarators its declaration has (`int8_t a[4], *p, b[8];`: 3). Above 1, `span`, `start`,
+    `end`, `type_span` and `qualifiers` are shared with the others: an edit there changes every one."""
 
     @property
     def alignment(self) -> int | None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from fixpoint_server.findings import LineIndex, Span
 from fixpoint_server.parse.c_source.brackets import split_arguments
+from fixpoint_server.parse.c_source.conditions import _Conditions
 from fixpoint_server.parse.c_source.expr import evaluate
 from fixpoint_server.parse.c_source.facts import (
     Alignment,
@@ -67,6 +68,8 @@ class _Scanner:
         self.function_starts: list[int] = []
         self.pragma_aligns: dict[str, Alignment] = {}
         self.iar_aligns: list[tuple[int, Alignment]] = []
+        self.conditions: list[tuple[int, int]] = []
+        """Where live conditionals open, switch branch and close, for the walker (_Conditions.events)."""
 
     def span(self, start: int, end: int) -> Span:
         return self.cfile.index.span(start, end)
@@ -111,6 +114,7 @@ class _Scanner:
             if not conditions.dead:
                 self._directive(name, start, end)
         blanks.extend(conditions.unterminated(len(self.masked)))
+        self.conditions = conditions.events
         self._evaluate_defines()
         return blanks
 
@@ -222,51 +226,6 @@ def _directive_lines(masked: str) -> Iterator[tuple[int, int]]:
         end = _line_end(masked, at, n)
         yield at, end
         pos = end
-
-
-class _Conditions:
-    """Tracks `#if 0` / `#if 1 ... #else` so the dead branch yields no facts; others count as live."""
-
-    def __init__(self) -> None:
-        self.live: list[bool] = []
-        """One entry per open live conditional: True for an `#if 1` (its #else branch is dead)."""
-        self.depth = 0
-        """Nesting inside the dead branch; 0 when live."""
-        self.dead_from = 0
-
-    @property
-    def dead(self) -> bool:
-        return self.depth > 0
-
-    def step(self, name: str, rest: str, start: int, end: int) -> tuple[int, int] | None:
-        """Advance over one directive; the dead range it closes, if any."""
-        opens = name in ("if", "ifdef", "ifndef")
-        if self.depth:
-            if opens:
-                self.depth += 1
-            elif name == "endif":
-                self.depth -= 1
-            elif name in ("else", "elif") and self.depth == 1:
-                self.depth = 0
-                self.live.append(False)  # the live branch, closed by this conditional's #endif
-            if self.depth == 0:
-                return self.dead_from, start
-            return None
-        if opens:
-            constant = evaluate(rest) if name == "if" else None
-            if constant == 0:
-                self.depth, self.dead_from = 1, end
-            else:
-                self.live.append(constant is not None)
-        elif name in ("else", "elif") and self.live and self.live[-1]:
-            self.live.pop()
-            self.depth, self.dead_from = 1, end
-        elif name == "endif" and self.live:
-            self.live.pop()
-        return None
-
-    def unterminated(self, n: int) -> list[tuple[int, int]]:
-        return [(self.dead_from, n)] if self.depth else []
 
 
 def _blanked(masked: str, ranges: list[tuple[int, int]]) -> str:

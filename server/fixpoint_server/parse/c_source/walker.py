@@ -5,12 +5,14 @@ Statements that may declare an array go to declarations.py.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fixpoint_server.parse.c_source.attributes import _attribute_groups, _blank_groups
 from fixpoint_server.parse.c_source.brackets import _closing_brace, _split_top, _strip
+from fixpoint_server.parse.c_source.conditions import BRANCH, OPEN
 from fixpoint_server.parse.c_source.declarations import _QUALIFIERS, _Declaration
 from fixpoint_server.parse.c_source.expr import evaluate
 from fixpoint_server.parse.c_source.facts import FieldAssignment, FunctionDef
@@ -40,6 +42,10 @@ class _Scope:
     name: str | None = None
 
 
+_State = tuple[tuple[_Scope, ...], int, int]
+"""The open scopes and the function and struct counts among them."""
+
+
 class _Walker:
     """Walks `{ } ;` of the code view: which statements are declarations, where functions are."""
 
@@ -49,6 +55,8 @@ class _Walker:
         self.stack: list[_Scope] = []
         self.functions = 0
         self.structs = 0
+        self.branches: list[tuple[_State, _State | None]] = []
+        """Per open conditional: the walker's state at its `#if`, and after its first live branch."""
 
     @property
     def function(self) -> str | None:
@@ -56,27 +64,60 @@ class _Walker:
 
     def walk(self) -> None:
         code, pos, stmt = self.code, 0, 0
-        init: tuple[int, int] | None = None
+        inits: list[tuple[int, int]] = []
+        """The `{...}` initializers of the statement so far: one per declarator that has one."""
+        events, event = self.s.conditions, 0
+        next_event = events[0][0] if events else len(code)
         while True:
             match = _PUNCT.search(code, pos)
             if match is None:
                 break
             at, char = match.start(), match.group()
+            while next_event < at:  # the conditional directives before this `{ } ;`
+                self.condition(events[event][1])
+                event += 1
+                next_event = events[event][0] if event < len(events) else len(code)
             if char == ";":
-                self.statement(stmt, at, init)
-                stmt, pos, init = at + 1, at + 1, None
-            elif char == "{" and _INIT_HEAD.search(code, stmt if init is None else init[1] + 1, at):
+                self.statement(stmt, at, inits)
+                stmt, pos, inits = at + 1, at + 1, []
+            elif char == "{" and _INIT_HEAD.search(code, inits[-1][1] + 1 if inits else stmt, at):
                 close, pos = _closing_brace(code, at)
-                init = init or (at, close)  # `a[] = {..}, b[] = {..};`: the first declarator is read
+                inits.append((at, close))
             elif char == "{":
                 self.open(stmt, at)
                 stmt = pos = at + 1
             else:
-                if init is not None:  # `= {...}` with no `;`: the statement ends at the initializer
-                    self.statement(stmt, init[1] + 1, init)
-                    init = None
+                if inits:  # `= {...}` with no `;`: the statement ends at the initializer
+                    self.statement(stmt, inits[-1][1] + 1, inits)
+                    inits = []
                 stmt = self.close(at)
                 pos = at + 1
+
+    def condition(self, event: int) -> None:
+        """Count braces along one branch of a conditional: the first live one, as if every condition
+        the scan cannot evaluate were true. Each later branch starts from the scopes open at its `#if`
+        (its declarations are read there) and `#endif` goes back to where the first branch left off, so
+        a function header written twice (`#ifdef X void f(int a) { #else void f(void) { #endif`)
+        opens one function, and pieces of one construct split over several `#ifdef X` blocks pair up."""
+        if event == OPEN:
+            self.branches.append((self.state(), None))
+        elif not self.branches:
+            return
+        elif event == BRANCH:
+            at_if, after_first = self.branches[-1]
+            self.branches[-1] = (at_if, after_first or self.state())
+            self.restore(at_if)
+        else:
+            after_first = self.branches.pop()[1]
+            if after_first is not None:
+                self.restore(after_first)
+
+    def state(self) -> _State:
+        return tuple(self.stack), self.functions, self.structs
+
+    def restore(self, state: _State) -> None:
+        stack, self.functions, self.structs = state
+        self.stack = list(stack)
 
     def open(self, stmt: int, at: int) -> None:
         head = self.code[stmt:at]
@@ -101,22 +142,28 @@ class _Walker:
         self.functions -= scope.kind == "function"
         self.structs -= scope.kind == "struct"
         if scope.kind == "function" and scope.name is not None:
-            function = FunctionDef(scope.name, self.s.span(scope.start, at + 1), scope.start, at + 1)
-            self.s.cfile.functions.append(function)
-            self.s.function_starts.append(scope.start)
+            self.function_def(scope.name, scope.start, at + 1)
         # `typedef struct {...} name;` is one statement: it resumes at the struct's head
         return scope.start if scope.kind == "struct" else at + 1
 
-    def statement(self, start: int, end: int, init: tuple[int, int] | None) -> None:
+    def function_def(self, name: str, start: int, end: int) -> None:
+        """Record a function, in order of its start and once: a body closed in both branches of a
+        conditional is the first branch's, one opened in a later branch may close after a longer one."""
+        starts = self.s.function_starts
+        i = bisect.bisect_left(starts, start)
+        if i < len(starts) and starts[i] == start:
+            return
+        starts.insert(i, start)
+        self.s.cfile.functions.insert(i, FunctionDef(name, self.s.span(start, end), start, end))
+
+    def statement(self, start: int, end: int, inits: list[tuple[int, int]]) -> None:
         if self.structs:
             return
-        code = self.code
-        head_end = init[0] if init is not None else end
-        if code.find("[", start, head_end) != -1:
-            _Declaration(self.s, start, end, init, self.function).read()
-        elif init is not None:
-            self.designated(start, init)
-        if self.functions and code.find("=", start, end) != -1:
+        if _outside(self.code, "[", start, end, inits):
+            _Declaration(self.s, start, end, inits, self.function).read()
+        elif inits:
+            self.designated(start, inits[0])
+        if self.functions and self.code.find("=", start, end) != -1:
             self.assignment(start, end)
 
     def assignment(self, start: int, end: int) -> None:
@@ -176,6 +223,16 @@ class _Walker:
                 self.s.cfile.fields.append(
                     self.field(var, path, va, vb, a, "designated", struct, position if not prefix else None)
                 )
+
+
+def _outside(code: str, char: str, start: int, end: int, inits: list[tuple[int, int]]) -> bool:
+    """Whether `char` is in code[start:end] outside the initializer bodies (which are not searched)."""
+    pos = start
+    for open_at, close in inits:
+        if code.find(char, pos, open_at) != -1:
+            return True
+        pos = close + 1
+    return code.find(char, pos, end) != -1
 
 
 def _function_name(head: str) -> str | None:
