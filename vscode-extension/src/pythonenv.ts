@@ -12,8 +12,6 @@ export const ACTIVATION_WAIT_MS = 10000;
 export class PythonExtension implements vscode.Disposable {
   private loading: Promise<PythonEnvironmentsApi | undefined> | undefined;
   private loadNote = '';
-  /** The server's start stopped waiting for the extension: when it arrives, onDidChange fires. */
-  private gaveUp = false;
   private readonly changed = new vscode.EventEmitter<void>();
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private wasInstalled = this.installed();
@@ -40,25 +38,25 @@ export class PythonExtension implements vscode.Disposable {
 
   /**
    * The interpreter selected for `resource` (the first workspace folder), or a note saying why there is
-   * none. Waits at most ACTIVATION_WAIT_MS for the extension: if it comes later, onDidChange fires.
+   * none. Waits at most ACTIVATION_WAIT_MS for the extension (activation and answer): if the answer
+   * comes later, onDidChange fires so that the server looks again.
    */
   async selection(resource: vscode.Uri | undefined, waitMs = ACTIVATION_WAIT_MS): Promise<Selection> {
     if (!this.installed()) return {};
+    const answer = this.load().then((api) => (api ? selectedInterpreter(api, resource) : { note: this.loadNote }));
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), waitMs)));
-    const api = await Promise.race([this.load(), late]).finally(() => clearTimeout(timer));
-    if (api === 'late') {
-      this.gaveUp = true;
-      return { note: `the Python extension did not activate within ${waitMs / 1000} s: its interpreter is not used yet` };
-    }
-    if (!api) return { note: this.loadNote };
-    return selectedInterpreter(api, resource);
+    const result = await Promise.race([answer, late]).finally(() => clearTimeout(timer));
+    if (result !== 'late') return result;
+    void answer.then(() => this.changed.fire());
+    return { note: `the Python extension did not answer within ${waitMs / 1000} s: its interpreter is not used yet` };
   }
 
   private load(): Promise<PythonEnvironmentsApi | undefined> {
     if (!this.loading) {
       const extension = vscode.extensions.getExtension(PYTHON_EXTENSION_ID);
-      this.loading = Promise.resolve(extension?.isActive ? extension.exports : extension?.activate())
+      // In the executor: an activate() that throws becomes the rejection handled below.
+      this.loading = new Promise<unknown>((resolve) => resolve(extension?.isActive ? extension.exports : extension?.activate()))
         .then((exports: unknown) => {
           const api = environmentsApi(exports);
           if (!api) {
@@ -67,10 +65,6 @@ export class PythonExtension implements vscode.Disposable {
           }
           const subscription = api.onDidChangeActiveEnvironmentPath(() => this.changed.fire());
           this.disposables.push({ dispose: () => void subscription.dispose() });
-          if (this.gaveUp) {
-            this.gaveUp = false;
-            this.changed.fire();
-          }
           return api;
         }, (err: unknown) => {
           this.loadNote = `the Python extension failed to activate (${err instanceof Error ? err.message : String(err)}): its interpreter is not used`;

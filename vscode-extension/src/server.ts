@@ -76,6 +76,7 @@ export class FixpointServer implements vscode.Disposable {
     if (this.interpreter?.source === 'setting') return; // fixpoint.python overrides the Python extension
     const { executable } = await this.python.selection(this.folderUris()[0]);
     if (executable === this.selectedSeen) return;
+    this.selectedSeen = executable; // one restart for a burst of events
     this.output.appendLine(`[client] the Python extension's interpreter is now ${executable ?? '(none)'}: restarting the server`);
     await this.restart();
   }
