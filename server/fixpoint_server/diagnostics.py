@@ -2,6 +2,7 @@
 
 Columns: findings count code points; LSP counts UTF-16 code units (the default position encoding).
 They differ only on lines with characters outside the BMP, which are converted with the line's text.
+Each diagnostic's codeDescription links to its rule's explanation (findings.RULE_DOCS).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from fixpoint_server.findings import Edit, Finding, Fix, Severity, Span
+from fixpoint_server.findings import Code, Edit, Finding, Fix, Severity, Span
 
 SOURCE = "fixpoint"
 _SEVERITY = {
@@ -55,12 +56,19 @@ class Positions:
         )
 
 
+def rule_uri(code: Code) -> str:
+    """The rule's explanation, a Markdown file shipped with the server: a file: URI opens offline in any
+    editor (VS Code makes the code in the Problems panel a link to it)."""
+    return code.doc_path.as_uri()
+
+
 def diagnostic(finding: Finding, positions: Positions) -> lsp.Diagnostic:
     return lsp.Diagnostic(
         range=positions.range(finding.span),
         message=finding.message,
         severity=_SEVERITY[finding.effective_severity],
         code=finding.code.code,
+        code_description=lsp.CodeDescription(href=rule_uri(finding.code)),
         source=SOURCE,
         related_information=[
             lsp.DiagnosticRelatedInformation(

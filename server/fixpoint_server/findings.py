@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,34 +24,72 @@ class Severity(enum.Enum):
     HINT = "hint"
 
 
-class Code(enum.Enum):
-    """The stable rule codes. value = the code users see; the metadata is the default severity and a
-    one-line summary (the rule table in the README and `fixpoint check --list` come from here)."""
+RULE_DOCS = Path(__file__).resolve().parent / "rule_docs"
+"""One Markdown file per rule, `<code>.md`: a `# <code>` title, then what the rule checks, why it matters
+on Cortex-M / CMSIS-NN, and how to fix it. Diagnostics link to it (codeDescription), so it ships with
+the package and opens offline in any editor."""
 
-    UNSCALED_BIAS = ("unscaled-bias", Severity.ERROR, "bias not int32 or not round(b / (s_in * s_w[c]))")
-    MISALIGNED_ARRAY = ("misaligned-array", Severity.WARNING, "weight/bias/arena array not aligned or padded")
+
+class Code(enum.Enum):
+    """The rules: the one place a rule's code, default severity, summary and explanation are stated.
+
+    value = (the code users see, the default severity, a one-line summary); the long explanation is
+    RULE_DOCS/<code>.md. `fixpoint check --list-rules` prints them; the VS Code extension's severity
+    table and settings are generated from that (vscode-extension/scripts/gen-rules.js), and tests keep
+    the README's rule table and the extension's copies equal to them.
+    """
+
+    UNSCALED_BIAS = (
+        "unscaled-bias",
+        Severity.ERROR,
+        "a bias passed to an s8 kernel that is not int32, or not round(b / (s_in * s_w[c])) of its layer",
+    )
+    MISALIGNED_ARRAY = (
+        "misaligned-array",
+        Severity.WARNING,
+        "a kernel-facing array (weights, bias, activations, arena) without the alignment its accesses"
+        " need, or not padded to it",
+    )
     WRONG_ZERO_POINT = (
         "wrong-zero-point",
         Severity.ERROR,
-        "zero point or offset inconsistent with the scheme",
+        "a zero point or kernel offset inconsistent with the int8 scheme: weight zero point != 0, the"
+        " uint8 habit 128, input_offset != -zp_in, output_offset != zp_out",
     )
     KERNEL_OPT_LEVEL = (
         "kernel-opt-level",
         Severity.WARNING,
-        "build flags the policy forbids on kernel sources",
+        "build flags the policy forbids on CMSIS-NN or generated sources (-O3, -Ofast, -O0, ...), or a"
+        " CMSIS_NN_USE_SINGLE_ROUNDING setting other than the parameters'",
     )
-    MISSING_CMSIS_NN = ("missing-cmsis-nn", Severity.ERROR, "CMSIS-NN kernels called but not built or linked")
-    STALE_GENERATED = ("stale-generated", Severity.WARNING, "generated sources out of date or edited by hand")
+    MISSING_CMSIS_NN = (
+        "missing-cmsis-nn",
+        Severity.ERROR,
+        "CMSIS-NN kernels called but the build neither links nor compiles CMSIS-NN, or lacks its"
+        " include path",
+    )
+    STALE_GENERATED = (
+        "stale-generated",
+        Severity.WARNING,
+        "generated sources out of date with their JSON or model, edited by hand, or from different runs"
+        " of generate",
+    )
     SUSPICIOUS_SCALE = (
         "suspicious-scale",
         Severity.WARNING,
-        "a scale that signals failed calibration, or integers that do not follow from the scales",
+        "a quant-params JSON that fails its schema, integers that do not follow from its scales, or a"
+        " scale that signals failed calibration",
     )
-    PROJECT_SETTINGS = ("project-settings", Severity.WARNING, "a fixpoint.toml value that cannot be used")
+    PROJECT_SETTINGS = (
+        "project-settings",
+        Severity.WARNING,
+        "a fixpoint.toml value that cannot be used (the default is kept)",
+    )
     SKIPPED_FILE = (
         "skipped-file",
         Severity.WARNING,
-        "a file or folder not read: special, outside the workspace, too large, too deep or unreadable",
+        "a file or folder not read (special, outside the workspace, too large, too deep, unreadable), or"
+        " a model a params JSON names that could not be used",
     )
 
     def __init__(self, code: str, severity: Severity, summary: str) -> None:
@@ -58,12 +97,41 @@ class Code(enum.Enum):
         self.default_severity = severity
         self.summary = summary
 
+    @property
+    def doc_path(self) -> Path:
+        """The rule's explanation file (codeDescription.href is its file: URI)."""
+        return RULE_DOCS / f"{self.code}.md"
+
+    @property
+    def explanation(self) -> str:
+        """The long explanation, Markdown, without the file's `# <code>` title."""
+        return _explanation(self.code)
+
     @classmethod
     def from_code(cls, code: str) -> Code:
         for member in cls:
             if member.code == code:
                 return member
         raise KeyError(code)
+
+
+@functools.cache
+def _explanation(code: str) -> str:
+    text = (RULE_DOCS / f"{code}.md").read_text(encoding="utf-8")
+    return text.removeprefix(f"# {code}\n").strip()
+
+
+def rule_catalog() -> list[dict[str, str]]:
+    """Every rule as `fixpoint check --list-rules --format json` prints it, in Code's order."""
+    return [
+        {
+            "code": c.code,
+            "severity": c.default_severity.value,
+            "summary": c.summary,
+            "explanation": c.explanation,
+        }
+        for c in Code
+    ]
 
 
 @dataclass(frozen=True, order=True)

@@ -1,10 +1,15 @@
 """`fixpoint check PATH [--format text|json|sarif]`: the editor's rules, headless (CI, pre-commit).
+`fixpoint check --list-rules [--format ...]`: the rules themselves (findings.Code).
 
 PATH is a firmware folder (its fixpoint.toml, when present, is used) or one file inside one (the whole
 project is checked, findings of that file printed). Exit status: 1 when an error-severity finding
 exists, 0 otherwise, 2 for bad input. json is a list of {file, line, column, end_line, end_column, code,
 severity, message} with 1-based lines and columns, as compilers print them; sarif is SARIF 2.1.0 for
 code-scanning tools.
+
+--list-rules prints each rule's code, default severity and summary (text); json is a list of {code,
+severity, summary, explanation} - the VS Code extension's build generates its severity settings from
+it; sarif is the tool's rule descriptors (with each explanation as help) and no results.
 
 The tree may be hostile (a FIFO named like a source, a symlink to /dev/zero, 1,500 nested folders):
 the index reads only regular files inside the project, walks iteratively within budgets, and what it
@@ -21,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fixpoint_server import __version__
-from fixpoint_server.findings import Code, Finding, Severity
+from fixpoint_server.findings import Code, Finding, Severity, rule_catalog
 from quantcore.display import one_line
 
 SARIF_LEVEL = {
@@ -38,14 +43,17 @@ def register(sub: Any) -> None:
         "path", type=Path, nargs="?", default=Path("."), help="firmware folder or file (default .)"
     )
     p.add_argument("--format", choices=("text", "json", "sarif"), default="text")
-    p.add_argument("--list-rules", action="store_true", help="print the rule codes and exit")
+    p.add_argument(
+        "--list-rules",
+        action="store_true",
+        help="print the rules (code, default severity, summary; json and sarif add the explanation) and exit",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.list_rules:
-        for code in Code:
-            print(f"{code.code:18} {code.default_severity.value:8} {code.summary}")
+        print(render_rules(args.format))
         return 0
     target = args.path.resolve()
     if not target.exists():
@@ -98,6 +106,14 @@ def render(findings: list[Finding], root: Path, fmt: str) -> str:
     return "\n".join(lines)
 
 
+def render_rules(fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(rule_catalog(), indent=2)
+    if fmt == "sarif":
+        return json.dumps(_sarif([], Path(".")), indent=2)
+    return "\n".join(f"{c.code:18} {c.default_severity.value:8} {c.summary}" for c in Code)
+
+
 def _relative(path: Path, root: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
@@ -120,6 +136,7 @@ def _sarif(findings: list[Finding], root: Path) -> dict[str, Any]:
         {
             "id": c.code,
             "shortDescription": {"text": c.summary},
+            "help": {"text": c.explanation, "markdown": c.explanation},
             "defaultConfiguration": {"level": SARIF_LEVEL[c.default_severity]},
         }
         for c in Code

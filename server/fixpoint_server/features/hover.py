@@ -4,14 +4,19 @@ and the layer's error from the last evaluation or verification.
 A layer is recognised by the generated naming (`l3_conv2_params`, `model_l3_conv2_bias`: layer index 3)
 or by a layer name appearing as an identifier; its entry comes from the quant-params JSON the file was
 generated from (or the project's).
+
+Hover on a finding: the explanation of its rule (what it checks, why it matters, how to fix), for
+editors that show no link to it (Neovim shows the diagnostic's message but not its codeDescription).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from fixpoint_server.findings import Code
 from fixpoint_server.parse.params import ParamsFile
 from fixpoint_server.rules.context import CheckContext
 from quantcore import display
@@ -35,6 +40,17 @@ def hover_markdown(
         return None
     layer = _layer_of(params.document["layers"], word)
     return None if layer is None else describe(params, layer, report)
+
+
+def explain_rules(codes: Iterable[Code]) -> str | None:
+    """The explanations of the rules `codes` (each once, in the order given), as one Markdown hover."""
+    unique = list(dict.fromkeys(codes))
+    if not unique:
+        return None
+    return "\n\n---\n\n".join(
+        f"**{c.code}** ({c.default_severity.value} by default): {c.summary}\n\n{c.explanation}"
+        for c in unique
+    )
 
 
 def _word_at(text: str, line: int, column: int) -> str | None:

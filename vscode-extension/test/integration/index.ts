@@ -27,8 +27,13 @@ async function until<T>(what: string, probe: () => T | undefined | false | Promi
   throw new Error(`timed out after ${timeout} ms waiting for ${what}`);
 }
 
+/** A diagnostic's rule code: the server sends a codeDescription too, so VS Code holds {value, target}. */
+function codeOf(d: vscode.Diagnostic): string | undefined {
+  return typeof d.code === 'object' && d.code !== null ? String(d.code.value) : d.code === undefined ? undefined : String(d.code);
+}
+
 function fixpointDiagnostics(uri: vscode.Uri, code?: string): vscode.Diagnostic[] {
-  return vscode.languages.getDiagnostics(uri).filter((d) => d.source === 'fixpoint' && (code === undefined || d.code === code));
+  return vscode.languages.getDiagnostics(uri).filter((d) => d.source === 'fixpoint' && (code === undefined || codeOf(d) === code));
 }
 
 /** Command lines (from /proc) of the processes whose argv mentions `what` and that run in (or name) `text`. */
@@ -115,10 +120,15 @@ export async function run(): Promise<void> {
       const zp = await until('wrong-zero-point in the params JSON', () => fixpointDiagnostics(params, 'wrong-zero-point').length > 0 && fixpointDiagnostics(params, 'wrong-zero-point'));
       assert(stale[0].severity === vscode.DiagnosticSeverity.Warning, `stale-generated severity ${stale[0].severity}`);
       assert(zp[0].severity === vscode.DiagnosticSeverity.Error, `wrong-zero-point severity ${zp[0].severity}`);
+      // The code in the Problems panel links to the rule's explanation, a file shipped with the server.
+      const link = typeof stale[0].code === 'object' ? stale[0].code.target : undefined;
+      assert(link?.scheme === 'file' && link.path.endsWith('/rule_docs/stale-generated.md'), `stale-generated's link: ${link}`);
+      const explanation = fs.readFileSync(link.fsPath, 'utf8');
+      assert(explanation.startsWith('# stale-generated\n'), `${link.fsPath} starts ${JSON.stringify(explanation.slice(0, 40))}`);
       const actions = await vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', modelC, stale[0].range);
       const titles = (actions ?? []).map((a) => a.title);
       assert(titles.includes('Regenerate model'), `code actions on model.c: ${JSON.stringify(titles)}`);
-      return { stale: stale[0].message, zeroPoint: zp[0].message, actions: titles };
+      return { stale: stale[0].message, zeroPoint: zp[0].message, actions: titles, link: link.toString() };
     });
 
     await step('a severity setting restarts the server and changes the shown severity', async () => {
@@ -149,7 +159,7 @@ export async function run(): Promise<void> {
       assert(before.includes('128'), `line ${diag.range.start.line}: ${before}`);
       const actions = await vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', params, diag.range, vscode.CodeActionKind.QuickFix.value);
       const fix = (actions ?? []).find((a) => a.edit && /zero point/i.test(a.title));
-      assert(fix?.edit, `no quick fix with an edit: ${JSON.stringify((actions ?? []).map((a) => ({ title: a.title, edit: !!a.edit, diagnostics: a.diagnostics?.map((d) => d.code) })))}`);
+      assert(fix?.edit, `no quick fix with an edit: ${JSON.stringify((actions ?? []).map((a) => ({ title: a.title, edit: !!a.edit, diagnostics: a.diagnostics?.map(codeOf) })))}`);
       assert(await vscode.workspace.applyEdit(fix.edit), 'applyEdit failed');
       const after = doc.lineAt(diag.range.start.line).text;
       assert(after !== before && !/:\s*128\b/.test(after), `after the fix: ${after}`);
