@@ -1,9 +1,11 @@
 """workspace/executeCommand: regenerate, quantize, flash and verify, check the workspace, the last report.
 
-Long commands run as child processes of the `fixpoint` CLI (argument lists, never a shell string, cwd =
-the project root) so they never block the event loop and can be cancelled: the client's cancel of the
-work-done progress kills the process. Their JSON result is returned to the client and the per-layer
-table is written to the log.
+Long commands run the `fixpoint` CLI (argument lists, never a shell string, cwd = the project root) as
+jobs off the event loop, forked by a warm worker process that has already imported the engine
+(fixpoint_server.worker): a regenerate does not pay interpreter and import start-up each time. Each job
+is a session of its own, so the client's cancel of the work-done progress (or of the request) stops the
+whole job, QEMU included. Their JSON result is returned to the client and the per-layer table is written
+to the log. Checking the workspace runs in the server itself, on the index it already has.
 
 Every path a command reads or writes lies inside the workspace, symlinks resolved
 (quantcore.untrusted.require_inside): the ones in its arguments, and the project's own from
@@ -15,11 +17,7 @@ writing somewhere else. Arguments of the wrong shape are refused with a message,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
-import signal
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -27,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types as lsp
 
-from fixpoint_server import settings
+from fixpoint_server import settings, worker
 from quantcore import display, untrusted
 
 if TYPE_CHECKING:
@@ -214,38 +212,44 @@ async def run_cli(
     """Run `fixpoint ARGV` in the project root with progress and cancellation; its JSON result."""
     if not ls.trusted:
         raise CommandError("the workspace is not trusted: builds, flashing and generation are off in it")
-    command = [sys.executable, "-m", "quantcore.cli", *argv]
-    ls.window_log_message(
-        lsp.LogMessageParams(type=lsp.MessageType.Info, message="running: " + " ".join(command))
-    )
+    ls.window_log_message(lsp.LogMessageParams(
+        type=lsp.MessageType.Info, message="running: " + " ".join(worker.cli_command(argv))
+    ))  # fmt: skip
     progress = await _Progress.start(ls, title)
-    # A session of its own: cancelling must stop what the CLI started too (QEMU, gdb, the compiler).
-    process = await asyncio.create_subprocess_exec(
-        *command, cwd=ls.index.root, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )  # fmt: skip
-    progress.on_cancel(lambda: _stop_group(process.pid))
-    out, err = await process.communicate()
-    progress.end("cancelled" if progress.cancelled else f"exit {process.returncode}")
+    job = await worker.start_job(argv, ls.index.root, lambda text: _log(ls, text))
+    _log(ls, f"job {job.pid} {job.how}")
+    # The job is a session of its own: cancelling stops what the CLI started too (QEMU, gdb, the compiler).
+    progress.on_cancel(job.stop)
+    try:
+        returncode, out, err = await job.finish()
+    except worker.JobLost as exc:
+        progress.end(str(exc))
+        raise CommandError(f"{title}: {exc}; run the command again") from None
+    except asyncio.CancelledError:  # the request was cancelled, or the server shuts down
+        job.stop()
+        raise
+    progress.end("cancelled" if progress.cancelled else f"exit {returncode}")
     if progress.cancelled:
         raise CommandError(f"{title}: cancelled")
     stderr = err.decode(errors="replace").strip()
     if stderr:
         ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Log, message=stderr))
     if not expect_json:
-        if process.returncode != 0:
-            raise CommandError(stderr.splitlines()[-1] if stderr else f"exit status {process.returncode}")
+        if returncode != 0:
+            raise CommandError(stderr.splitlines()[-1] if stderr else f"exit status {returncode}")
         return {"ok": True}
     try:
         result: dict[str, Any] = _json_result(out.decode(errors="replace"))
     except (ValueError, IndexError):
-        raise CommandError(
-            stderr.splitlines()[-1] if stderr else f"no result (exit {process.returncode})"
-        ) from None
-    result.setdefault("ok", process.returncode == 0)
-    if process.returncode == 2:
+        raise CommandError(stderr.splitlines()[-1] if stderr else f"no result (exit {returncode})") from None
+    result.setdefault("ok", returncode == 0)
+    if returncode == 2:
         raise CommandError(result.get("error") or stderr)
     return result
+
+
+def _log(ls: FixpointServer, text: str) -> None:
+    ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Log, message=text))
 
 
 def _json_result(out: str) -> dict[str, Any]:
@@ -258,20 +262,6 @@ def _json_result(out: str) -> dict[str, Any]:
     if not isinstance(result, dict):
         raise ValueError("not a JSON object")
     return result
-
-
-GRACE_S = 2.0
-
-
-def _stop_group(pid: int) -> None:
-    """SIGTERM the job's process group now (QEMU exits cleanly on it), SIGKILL what is left after GRACE_S."""
-
-    def signal_group(sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)
-
-    signal_group(signal.SIGTERM)
-    asyncio.get_event_loop().call_later(GRACE_S, signal_group, signal.SIGKILL)
 
 
 def log_table(ls: FixpointServer, report: dict[str, Any]) -> None:
