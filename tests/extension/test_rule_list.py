@@ -123,3 +123,13 @@ def test_without_a_python_with_fixpoint_the_build_keeps_the_committed_copies(tmp
     check = _node(str(ext / "scripts" / "gen-rules.js"), "--check", cwd=ext, python=missing)
     assert check.returncode == 2
     assert "no Python with Fixpoint to compare with (set FIXPOINT_PYTHON)" in check.stderr
+
+
+def test_the_extensions_readme_names_every_rule() -> None:
+    row = next(
+        line
+        for line in (EXTENSION / "README.md").read_text().splitlines()
+        if line.startswith("| diagnostics |")
+    )
+    listed = row[row.index("(") + 1 : row.index(")")]
+    assert listed == ", ".join(f"`{c.code}`" for c in Code)
