@@ -20,6 +20,9 @@
     backend = "pyocd"              # gdb | pyocd | openocd | jlink
     serial = "/dev/ttyACM0"
 
+    [checks]
+    aligned = ["src/nn/**"]        # hand-written arrays held to `alignment`, as generated ones are
+
 `load_project` never fails on a bad value: it keeps the default and returns the problem (key, line and
 message), so an editor can show every problem at once; `load_project_strict` (the CLI) raises ProjectError.
 
@@ -132,6 +135,11 @@ class ChecksSettings:
     """Globs of the sources the flag policy applies to, besides the generated folder."""
     exclude: tuple[str, ...] = ()
     """Globs of paths the workspace index skips (build output folders are always skipped)."""
+    aligned: tuple[str, ...] = ()
+    """Globs (relative to the project root) of hand-written sources whose kernel-facing arrays follow
+    the project's `alignment` policy, like the generated folder's always do: aligned to it and padded to
+    a multiple of it (misaligned-array warns otherwise). Arrays elsewhere only need the alignment the
+    kernel's own loads ask for on the configured core."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +157,8 @@ class Project:
     rounding: Rounding = Rounding.DOUBLE
     """CMSIS-NN's requantization rounding (double, or single = CMSIS_NN_USE_SINGLE_ROUNDING)."""
     alignment: int = 16
-    """Byte alignment of the generated arena and constant tables."""
+    """Byte alignment of the generated arena and constant tables: the project's alignment policy, which
+    misaligned-array holds the generated folder and [checks] aligned's globs to."""
     cmsis_nn: Path | None = None
     """A CMSIS-NN checkout ([cmsis_nn] path); None: $FIXPOINT_CMSIS_NN or the cache."""
     board: BoardSettings | None = None
@@ -454,6 +463,7 @@ def _checks(r: _Reader) -> ChecksSettings:
         forbidden_flags=r.get("forbidden_flags", _strings, d.forbidden_flags),
         kernel_sources=r.get("kernel_sources", _strings, d.kernel_sources),
         exclude=r.get("exclude", _strings, d.exclude),
+        aligned=r.get("aligned", _strings, d.aligned),
     )
 
 

@@ -18,6 +18,7 @@ from fixpoint_server.parse.params import ParamsFile, QuantizedModel
 from fixpoint_server.rules.context import CheckContext
 from quantcore.codegen.names import c_identifier
 from quantcore.ir import Node
+from quantcore.targets.cores import Extension
 
 # ------------------------------------------------------------------------------ CMSIS-NN kernels
 
@@ -211,3 +212,158 @@ class Layers:
             if name is not None and (found := self.named(name, source)) is not None:
                 return found
         return self.named(call.function, source) if call.function is not None else None
+
+
+# ------------------------------------------------------------------------ what the kernels' loads need
+
+
+@dataclass(frozen=True)
+class Read:
+    """How a kernel loads the elements of one of its arguments: their C type and size in bytes (C lets
+    the compiler assume a pointer of that type is aligned to that size), and where CMSIS-NN does it."""
+
+    ctype: str
+    size: int
+    source: str
+    """The CMSIS-NN file:function that reads it so (the evidence a message quotes)."""
+
+
+_BYTES = Read("int8_t", 1, "")
+_S16_DATA = ("input_data", "output_data", "input_1_vect", "input_2_vect", "output", "input")
+
+
+def read_of(call_name: str, role: str) -> Read:
+    """How `call_name` reads its parameter `role` (a name of Kernel.params): int8 data is read a byte at
+    a time or through memcpy (arm_nnsupportfunctions.h: arm_nn_read_s8x4 is `memcpy(&val, in_s8, 4)`,
+    one unaligned-tolerant LDR on Cortex-M3/M4/M7/M33, byte loads on Cortex-M0) and with VLDRB on MVE
+    (byte alignment: arm_nn_vec_mat_mult_t_s8.c: vldrbq_z_s8), so it needs no alignment at all."""
+    kernel = KERNELS.get(call_name)
+    if role == "bias_data":
+        size = kernel.bias_bytes if kernel is not None and kernel.bias_bytes else 4
+        # arm_nn_vec_mat_mult_t_s8.c: `acc_0 = *bias++` (DSP, C); arm_nn_mat_mul_core_1x_s8.c and
+        # arm_nn_depthwise_conv_nt_t_s8.c: vldrwq_s32(bias) (MVE); the s16 kernels' int64_t bias likewise
+        return Read(f"int{size * 8}_t", size, f"{call_name} (*bias++ on DSP/C, vldrwq_s32(bias) with MVE)")
+    if role == "vector_sum_buf":
+        return Read("int32_t", 4, "arm_vector_sum_s8.c: vector_sum_buf[i] += ...")
+    if role in _S16_DATA and re.search(r"_(?:s16|q15)(?:_|$)", call_name):
+        return Read("int16_t", 2, f"{call_name} (int16_t pointers; VLDRH with MVE)")
+    return _BYTES
+
+
+def field_read_of(
+    call_name: str | None, struct_type: str | None, field_name: str, ext: Extension | None
+) -> Read | None:
+    """How a kernel reads an array set in a struct's field (`.multiplier = m`, `.buf = scratch`) on a core
+    of extension `ext` (None: not known); None when that is not known (a kernel the table lacks)."""
+    if field_name in ("multiplier", "shift"):  # cmsis_nn_per_channel_quant_params: int32_t *multiplier
+        return Read("int32_t", 4, "the per-channel requantization (quant_params->multiplier[i])")
+    if field_name == "data" and struct_type == "cmsis_nn_bias_data":  # an int32_t or int64_t bias
+        return Read("int32_t", 4, "the s16 kernels' bias (cmsis_nn_bias_data.data)")
+    if field_name == "buf":
+        return _scratch_read(call_name, ext)
+    return _BYTES
+
+
+# ctx->buf, as each kernel casts it (CMSIS-NN Source/): the type, and the code paths that use it
+_SCRATCH: tuple[tuple[str, Read, tuple[Extension, ...]], ...] = (
+    ("arm_fully_connected", Read("int32_t", 4, "arm_fully_connected_s8.c: kernel_sum = (const int32_t *)"
+     "ctx->buf, read as *kernel_sum++ by arm_nn_vec_mat_mult_t_s8 with MVE only"), (Extension.MVE,)),
+    ("arm_avgpool", Read("int32_t", 4, "arm_avgpool_s8.c: int32_t *buffer = (int32_t *)ctx->buf (the"
+     " DSP and C path)"), (Extension.NONE, Extension.DSP)),
+    ("arm_transpose_conv", Read("int32_t", 4, "arm_transpose_conv_s8.c: int32_t *buf = ctx->buf"),
+     tuple(Extension)),
+    ("arm_batch_matmul", Read("int32_t", 4, "arm_batch_matmul_s8.c: vector_sum_buf = (int32_t *)ctx->buf"),
+     tuple(Extension)),
+    ("arm_svdf", Read("int32_t", 4, "arm_svdf_s8.c: (int32_t *)ctx->buf"), tuple(Extension)),
+    ("arm_convolve", Read("int16_t", 2, "arm_convolve_s8.c: int16_t *buffer_a = (int16_t *)ctx->buf"),
+     tuple(Extension)),
+    ("arm_depthwise_conv", Read("int16_t", 2, "arm_depthwise_conv_s8_opt.c: int16_t *buffer_a ="
+     " (int16_t *)ctx->buf"), tuple(Extension)),
+)  # fmt: skip
+
+
+def _scratch_read(call_name: str | None, ext: Extension | None) -> Read | None:
+    for prefix, read, paths in _SCRATCH:
+        if call_name is not None and call_name.startswith(prefix):
+            return read if ext is None or ext in paths else _BYTES
+    return None  # a kernel this table does not know: what it casts ctx->buf to is not known
+
+
+# ------------------------------------------------------------------------------------ the core
+
+
+@dataclass(frozen=True)
+class CoreFacts:
+    """The core the firmware is built for, as far as the project says, and what it does with unaligned
+    loads (ARMv6-M and ARMv8-M Baseline fault on every one; ARMv7-M and ARMv8-M Mainline do LDR/LDRH/STR/
+    STRH unaligned but fault on LDRD/STRD/LDM/STM; MVE's VLDRH/VLDRW fault off their element size)."""
+
+    label: str
+    """e.g. "cortex-m4"; "host" for this machine; "" when nothing says."""
+    extension: Extension | None
+    unaligned_loads: bool
+    """Whether single LDR/LDRH tolerate an unaligned address (False for Cortex-M0/M0+/M1/M23)."""
+    evidence: str
+    """Where the core was read: `fixpoint.toml: target = "qemu-m4"`, `Makefile: -mcpu=cortex-m0`."""
+
+    @property
+    def known(self) -> bool:
+        return bool(self.label)
+
+    @property
+    def host(self) -> bool:
+        return self.label == "host"
+
+
+_MCPU: dict[str, tuple[Extension, bool]] = {
+    "cortex-m0": (Extension.NONE, False), "cortex-m0plus": (Extension.NONE, False),
+    "cortex-m1": (Extension.NONE, False), "cortex-m23": (Extension.NONE, False),
+    "cortex-m3": (Extension.NONE, True), "cortex-m4": (Extension.DSP, True),
+    "cortex-m7": (Extension.DSP, True), "cortex-m33": (Extension.DSP, True),
+    "cortex-m35p": (Extension.DSP, True), "cortex-m52": (Extension.MVE, True),
+    "cortex-m55": (Extension.MVE, True), "cortex-m85": (Extension.MVE, True),
+    "host": (Extension.NONE, True),
+}  # fmt: skip
+UNKNOWN_CORE = CoreFacts("", None, True, "")
+
+
+def configured_core(ctx: CheckContext) -> CoreFacts:
+    """fixpoint.toml's target (or [board] core), else the -mcpu= of the user's build files, else unknown.
+    A project whose target is the host and whose build files name no core is built for the host."""
+    return ctx.memo("configured-core", lambda: _configured_core(ctx))
+
+
+def _configured_core(ctx: CheckContext) -> CoreFacts:
+    from quantcore.targets.target import BUILTIN
+
+    project = ctx.project
+    toml = f"{project.path.name}: " if project.path is not None else "fixpoint.toml: "
+    board = project.board
+    if board is not None and project.target in (board.name, "board"):
+        return _core(board.core.label, f'{toml}[board] core = "{board.core.label}"')
+    builtin = BUILTIN.get(project.target)
+    if builtin is not None and builtin.cross:
+        return _core(builtin.core.label, f'{toml}target = "{project.target}"')
+    mcpu = _build_mcpu(ctx)
+    if mcpu is not None:
+        return mcpu
+    if project.path is not None and project.target == "host":
+        return _core("host", f'{toml}target = "host"')
+    return UNKNOWN_CORE
+
+
+def _core(label: str, evidence: str) -> CoreFacts:
+    extension, unaligned = _MCPU[label]
+    return CoreFacts(label, extension, unaligned, evidence)
+
+
+def _build_mcpu(ctx: CheckContext) -> CoreFacts | None:
+    from fixpoint_server.rules.build_facts import user_build_facts
+
+    for facts in user_build_facts(ctx):
+        for use in facts.flags:
+            if use.flag.startswith("-mcpu="):
+                label = use.flag[len("-mcpu=") :].split("+", 1)[0].lower()
+                if label in _MCPU and label != "host":
+                    return _core(label, f"{ctx.relative(facts.path)}:{use.span.line + 1}: {use.flag}")
+    return None

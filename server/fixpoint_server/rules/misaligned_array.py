@@ -1,17 +1,26 @@
-"""misaligned-array: kernel-facing arrays without the project's alignment, or not padded to it.
+"""misaligned-array: kernel-facing arrays without the alignment a kernel's loads need on the configured
+core, and arrays under the project's own alignment policy that are not aligned or padded to it.
 
-CMSIS-NN's kernels read weights, biases, requantization tables and activations with word and SIMD
-loads: LDRD/LDM (which fault on unaligned addresses) and packed 32-bit loads on the DSP cores, 128-bit
-vector loads (VLDRB/VLDRW, fastest on 16-byte boundaries, some faulting on misaligned words) with MVE on
-Cortex-M55. An array counts as kernel-facing when it is
-- an argument of an arm_*_s8 / _s16 (or legacy _q7 / _q15) kernel call,
-- the value of a field (`.multiplier = x`, `.buf = scratch`) of a struct passed to such a call or of a
-  cmsis_nn_* type,
-- named like one (weight, wt, bias, arena, scratch, buffer), or
-- defined in a Fixpoint-generated file.
-Its alignment must be at least the project's `alignment` (default 16) and its size a multiple of it,
-so the next array starts aligned and the last vector load stays inside the array. Quick fixes add
-`__attribute__((aligned(N)))` (or raise the value written), and pad the array with zeros.
+Two questions, kept apart so that a warning is only given where it is true:
+
+- What the kernel's loads need (every array a kernel reads). CMSIS-NN reads int8 data through memcpy
+  (arm_nn_read_s8x4: one LDR that tolerates any address on Cortex-M3/M4/M7/M33, byte loads on
+  Cortex-M0) and with VLDRB on MVE (byte alignment), so int8 weights and activations need none; its
+  own builds and tests run them unaligned. What does need alignment is what it reads through wider
+  pointers: an int32 bias (`*bias++`, vldrwq_s32), per-channel multipliers and shifts, the int16 data of
+  the s16 kernels and the scratch buffer each kernel casts ctx->buf to (see cmsis.read_of). Such an
+  array declared with its own type is aligned by C; one declared narrower (an int8_t buffer cast to
+  int32_t *) is not. How much that matters depends on the core (cmsis.configured_core): every unaligned
+  halfword or word load faults on Cortex-M0/M0+ (an error), the LDRD/LDM the compiler pairs word loads
+  into and MVE's VLDRH/VLDRW fault on the others (a warning), the host tolerates it (a hint). An array
+  only named like a kernel's (weights, bias, scratch) and passed to no kernel gets at most a hint.
+- The project's policy (fixpoint.toml's `alignment`, default 16): the generated folder always, and
+  hand-written sources matching `[checks] aligned` globs, are held to it - aligned to it and padded to a
+  multiple of it so the next array starts aligned - as `fixpoint generate` does for its own arrays.
+
+CMSIS-NN's tail loads are predicated (vctp8q in arm_nn_vec_mat_mult_t_s8), so padding is never needed
+by the kernels themselves, only by the policy. Quick fixes add `__attribute__((aligned(N)))` (or raise
+the value written), and pad a policy array with zeros.
 """
 
 from __future__ import annotations
@@ -19,47 +28,117 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from fixpoint_server.findings import Code, Edit, Finding, Fix
+from fixpoint_server.findings import Code, Edit, Finding, Fix, Severity
 from fixpoint_server.parse.c_source import ArrayDef, ArrayKind, CFile, CWorkspace, evaluate, referenced_name
-from fixpoint_server.rules.cmsis import KERNELS, c_workspace, is_kernel
+from fixpoint_server.rules.cmsis import (
+    KERNELS,
+    CoreFacts,
+    Read,
+    c_workspace,
+    configured_core,
+    field_read_of,
+    is_kernel,
+    read_of,
+)
 from fixpoint_server.rules.context import CheckContext
+from quantcore.targets.cores import Extension
 
 CODES = (Code.MISALIGNED_ARRAY,)
 
 _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _KERNEL_FACING_WORDS = ("weight", "wt", "bias", "arena", "scratch", "buffer", "buff")
 _SIZE_WORDS = ("sizeof", "ARRAY_SIZE", "COUNT_OF", "countof", "_countof", "NELEMS", "ARRAY_LEN")
-_NOT_KERNEL_TYPES = ("char", "float", "double", "float32_t", "float64_t", "bool", "_Bool")
+_NOT_KERNEL_TYPES = (
+    *("char", "bool", "_Bool"),
+    *("float", "double", "float16_t", "float32_t", "float64_t", "_Float16", "__fp16"),
+)
+
+
+_SCRATCH_READ = Read(
+    "int32_t",
+    4,
+    "CMSIS-NN casts ctx->buf to int32_t * (arm_fully_connected_s8.c with MVE, arm_avgpool_s8.c,"
+    " arm_transpose_conv_s8.c) or int16_t * (arm_convolve_s8.c)",
+)
+_READ_BY_WORD = {
+    "bias": Read("int32_t", 4, "an s8 kernel's bias_data is const int32_t * (*bias++, vldrwq_s32)"),
+    "arena": _SCRATCH_READ,
+    "scratch": _SCRATCH_READ,
+    "buffer": _SCRATCH_READ,
+    "buff": _SCRATCH_READ,
+}
+
+
+@dataclass(frozen=True)
+class Use:
+    """How a kernel reaches an array, and how it loads it."""
+
+    how: str
+    """For messages: "it is passed as bias_data to arm_fully_connected_s8"."""
+    read: Read | None
+    """The loads' element type (None: not known - a kernel the tables lack, or a weights array)."""
+    certain: bool = True
+    """False: only the array's name (or file) says a kernel reads it."""
 
 
 def check(ctx: CheckContext) -> list[Finding]:
-    required = ctx.project.alignment
-    ws = c_workspace(ctx)
-    uses = _kernel_uses(ws)
-    sized: set[str] | None = None
+    shared = prepare(ctx)
     findings: list[Finding] = []
-    for path, array in ws.arrays():
-        if array.kind is not ArrayKind.DEFINITION or _vendored(ctx, path):
-            continue
-        use = uses.get(array.name) or _by_name_or_file(ws, path, array)
-        if use is None:
-            continue
-        found = _alignment_finding(ws, path, array, use, required)
-        if found is not None:
-            findings.append(found)
-        total = ws.total_bytes(path, array)
-        if total is not None and total > 0 and total % required:
-            sized = _sized_names(ctx, ws) if sized is None else sized
-            findings.append(_padding_finding(ws, path, array, use, required, total, array.name in sized))
+    for path in c_workspace(ctx).files:
+        findings.extend(check_file(ctx, path, shared))
     return findings
 
 
-def _kernel_uses(ws: CWorkspace) -> dict[str, str]:
-    """Array name -> how a kernel call reaches it: as an argument, or through a struct's field."""
-    uses: dict[str, str] = {}
+@dataclass(frozen=True)
+class _Shared:
+    """What every file's findings depend on beyond the file itself: the kernels' uses of each array name
+    (from every file's calls and fields) and the configured core (fixpoint.toml, the build files)."""
+
+    uses: dict[str, Use]
+    core: CoreFacts
+
+
+def prepare(ctx: CheckContext) -> _Shared:
+    core = configured_core(ctx)
+    return _Shared(_kernel_uses(c_workspace(ctx), core.extension), core)
+
+
+def check_file(ctx: CheckContext, path: Path, shared: _Shared) -> list[Finding]:
+    """The findings of the arrays `path` defines."""
+    ws = c_workspace(ctx)
+    cfile = ws.files.get(path)
+    if cfile is None or _vendored(ctx, path):
+        return []
+    findings: list[Finding] = []
+    for array in cfile.arrays:
+        if array.kind is not ArrayKind.DEFINITION:
+            continue
+        use = shared.uses.get(array.name) or _by_name_or_file(ws, path, array)
+        if use is None:
+            continue
+        policy = _policy(ctx, ws, path)
+        if policy is None:
+            found = _access_finding(ws, path, array, use, shared.core)
+            findings.extend([found] if found is not None else [])
+            continue
+        required = max(ctx.project.alignment, use.read.size if use.read is not None else 1)
+        found = _alignment_finding(ws, path, array, use.how, required, policy)
+        findings.extend([found] if found is not None else [])
+        total = ws.total_bytes(path, array)
+        if total is not None and total > 0 and total % required:
+            sized = array.name in _sized_names(ctx, ws)
+            findings.append(_padding_finding(ws, path, array, use.how, required, total, sized, policy))
+    return findings
+
+
+def _kernel_uses(ws: CWorkspace, extension: Extension | None) -> dict[str, Use]:
+    """Array name -> how a kernel call reaches it (as an argument, or through a struct's field) and reads
+    it; of several uses, the one with the widest loads."""
+    uses: dict[str, Use] = {}
     passed_structs: dict[str, str] = {}
     for _, call in ws.calls():
         if not is_kernel(call.name):
@@ -69,12 +148,10 @@ def _kernel_uses(ws: CWorkspace) -> dict[str, str]:
             name = referenced_name(arg.text)
             if name is None:
                 continue
-            role = (
-                kernel.params[index]
-                if kernel is not None and index < len(kernel.params)
-                else f"argument {index + 1}"
-            )
-            uses.setdefault(name, f"it is passed as {role} to {call.name}")
+            known = kernel is not None and index < len(kernel.params)
+            role = kernel.params[index] if kernel is not None and known else f"argument {index + 1}"
+            read = read_of(call.name, role) if known else None
+            _note(uses, name, Use(f"it is passed as {role} to {call.name}", read))
             passed_structs.setdefault(name, call.name)
     for path in sorted(ws.files):
         for assignment in ws.files[path].fields:
@@ -84,21 +161,65 @@ def _kernel_uses(ws: CWorkspace) -> dict[str, str]:
             if name is None or not assignment.field or not (kernel_name or cmsis_type):
                 continue
             via = f", passed to {kernel_name}" if kernel_name else ""
-            uses.setdefault(name, f"the kernels read it through {assignment.var}.{assignment.field}{via}")
+            read = field_read_of(kernel_name, assignment.struct_type, assignment.field, extension)
+            how = f"the kernels read it through {assignment.var}.{assignment.field}{via}"
+            if read is None and assignment.field == "buf":  # a kernel whose cast of ctx->buf is not listed
+                _note(uses, name, Use(how, _SCRATCH_READ, certain=False))
+            else:
+                _note(uses, name, Use(how, read))
     return uses
 
 
-def _by_name_or_file(ws: CWorkspace, path: Path, array: ArrayDef) -> str | None:
+def _note(uses: dict[str, Use], name: str, use: Use) -> None:
+    """Keep the first use, unless a later one loads wider elements (and so needs more alignment)."""
+    old = uses.get(name)
+    if old is None or (use.read is not None and use.read.size > (old.read.size if old.read else 1)):
+        uses[name] = use
+
+
+def _by_name_or_file(ws: CWorkspace, path: Path, array: ArrayDef) -> Use | None:
     cfile = ws.files[path]
     if cfile.generated is not None:
-        return "Fixpoint generated it for the CMSIS-NN kernels"
+        return Use("Fixpoint generated it for the CMSIS-NN kernels", None, certain=False)
     if array.ctype in _NOT_KERNEL_TYPES or array.elem_size is None:
         return None  # text and float buffers named "buffer" are not what the s8 kernels read
     parts = [p.lower() for p in _NAME_PARTS.findall(array.name)]
     word = next(
         (w for w in _KERNEL_FACING_WORDS for p in parts if p.startswith(w) and (w != "wt" or p == w)), None
     )
-    return f"its name says it is a kernel's {word} array" if word else None
+    if word is None:
+        return None
+    how = f"its name says it is a kernel's {word} array (no kernel call in the workspace passes it)"
+    return Use(how, _READ_BY_WORD.get(word), certain=False)
+
+
+def _policy(ctx: CheckContext, ws: CWorkspace, path: Path) -> str | None:
+    """Why the project's alignment policy holds this file's arrays (with the fixpoint.toml line that
+    says so), or None: generated by Fixpoint, in the generated folder, or opted in by [checks] aligned."""
+    toml = ctx.project.path.name if ctx.project.path is not None else "fixpoint.toml"
+    setting = f"alignment = {ctx.project.alignment}" + ("" if ctx.project.path else ", the default")
+    if ws.files[path].generated is not None:
+        return (
+            f"Fixpoint generated this file, and the project's alignment policy holds it ({toml}: {setting})"
+        )
+    relative = ctx.relative(path).replace("\\", "/")
+    folder = _generated_folder(ctx)
+    if folder is not None and relative.startswith(folder + "/"):
+        where = f"it is in the generated folder {folder}/"
+        return f"{where}, under the project's alignment policy ({toml}: {setting})"
+    glob = _first_match(relative, ctx.project.checks.aligned)
+    if glob is not None:
+        return (
+            f"{toml}'s [checks] aligned = \"{glob}\" puts it under the project's alignment policy ({setting})"
+        )
+    return None
+
+
+def _generated_folder(ctx: CheckContext) -> str | None:
+    try:
+        return ctx.project.generated.resolve().relative_to(ctx.root.resolve()).as_posix()
+    except (ValueError, OSError):
+        return None
 
 
 def _vendored(ctx: CheckContext, path: Path) -> bool:
@@ -108,41 +229,118 @@ def _vendored(ctx: CheckContext, path: Path) -> bool:
 
 
 def _matches(ctx: CheckContext, path: Path) -> bool:
-    relative = ctx.relative(path).replace("\\", "/")
-    for glob in ctx.project.checks.kernel_sources:
+    return _first_match(ctx.relative(path).replace("\\", "/"), ctx.project.checks.kernel_sources) is not None
+
+
+def _first_match(relative: str, globs: Sequence[str]) -> str | None:
+    for glob in globs:
         # fnmatch's * crosses folders; a leading **/ may also match no folder at all
         if fnmatch.fnmatch(relative, glob) or (
             glob.startswith("**/") and fnmatch.fnmatch(relative, glob[3:])
         ):
-            return True
-    return False
+            return glob
+    return None
 
 
 # -------------------------------------------------------------------------------------- alignment
 
 
+def _access_finding(ws: CWorkspace, path: Path, array: ArrayDef, use: Use, core: CoreFacts) -> Finding | None:
+    """An array outside the policy: flagged only when the kernel's loads need more alignment than it has
+    (C aligns an array to its own element; GCC's aligned attribute can raise that, never lower it)."""
+    read = use.read
+    written = ws.alignment(path, array)
+    if read is None or read.size <= 1 or (array.align is not None and written is None):
+        return None  # bytes need nothing; an alignment written with macros no file defines: cannot tell
+    have = max(written or 1, array.elem_size or 1)
+    if have >= read.size:
+        return None
+    severity, effect = _effect(core, read)
+    if not use.certain:
+        severity = Severity.HINT
+    reads = f"{read.ctype} ({read.source}), which needs {read.size}-byte alignment: {effect}"
+    if use.certain:
+        message = (
+            f"{_describe(ws, path, array)} {_has(array, written)}, but {use.how}, which reads it as {reads}"
+        )
+    else:
+        such = f"a kernel reads such an array as {reads}"
+        message = f"{_describe(ws, path, array)} {_has(array, written)}; {use.how}: {such}"
+    fix = Fix(
+        f"Align {array.name} to {read.size} bytes", (_align_edit(ws, path, array, read.size),), preferred=True
+    )
+    data = {"array": array.name, "required": read.size, "alignment": have, "core": core.label or None}
+    return Finding(Code.MISALIGNED_ARRAY, message, path, array.name_span, severity, (fix,), (), data)
+
+
+def _effect(core: CoreFacts, read: Read) -> tuple[Severity, str]:
+    """How loud, and why: what a {read.ctype} load off its alignment does on the configured core."""
+    n, ctype = read.size, read.ctype
+    if not core.known:
+        if n == 2:
+            return Severity.HINT, (
+                "no core is configured (fixpoint.toml's target or [board] core, or -mcpu= in a build"
+                " file); an unaligned halfword load faults on Cortex-M0/M0+ and with MVE's VLDRH, not on"
+                " Cortex-M3/M4/M7/M33"
+            )
+        return Severity.WARNING, (
+            "no core is configured (fixpoint.toml's target or [board] core, or -mcpu= in a build file),"
+            f" and off a {n}-byte boundary every Cortex-M core has a load of it that faults: any word load on"
+            " Cortex-M0/M0+, the LDRD/LDM the compiler pairs word loads into on Cortex-M3/M4/M7/M33, VLDRW"
+            " with MVE on Cortex-M55/M85"
+        )
+    where = f"{_pretty(core.label)} ({core.evidence})"
+    if core.host:
+        return Severity.HINT, f"the target is the host ({core.evidence}), which tolerates unaligned loads"
+    if not core.unaligned_loads:
+        return Severity.ERROR, (
+            f"{where} has no unaligned access at all (ARMv6-M/ARMv8-M Baseline): every load of it off a"
+            f" {n}-byte boundary is a HardFault"
+        )
+    if core.extension is Extension.MVE and n in (2, 4):
+        vector = "VLDRH" if n == 2 else "VLDRW"
+        return Severity.WARNING, (
+            f"on {where} CMSIS-NN's MVE path loads it with {vector}, which faults (UsageFault UNALIGNED) off"
+            f" a {n}-byte boundary"
+        )
+    if n == 2:
+        return Severity.HINT, (
+            f"on {where} LDRH tolerates an unaligned address (it would fault on Cortex-M0/M0+ or with MVE)"
+        )
+    return Severity.WARNING, (
+        f"on {where} a single LDR tolerates an unaligned address, but the compiler takes any {ctype} * to"
+        f" be {n}-byte aligned and may pair its loads into LDRD/LDM, which fault (UsageFault UNALIGNED) off"
+        " a 4-byte boundary"
+    )
+
+
+def _pretty(label: str) -> str:
+    """cortex-m0plus -> Cortex-M0+ (as Arm writes it)."""
+    return label.replace("cortex-m", "Cortex-M").replace("plus", "+")
+
+
+def _has(array: ArrayDef, written: int | None) -> str:
+    if array.align is not None:
+        return f"is aligned to only {written} bytes"
+    return f"has no alignment attribute (so only its element's {array.elem_size or 1}-byte alignment)"
+
+
 def _alignment_finding(
-    ws: CWorkspace, path: Path, array: ArrayDef, use: str, required: int
+    ws: CWorkspace, path: Path, array: ArrayDef, use: str, required: int, policy: str
 ) -> Finding | None:
     alignment = ws.alignment(path, array)
     if array.align is not None and alignment is None:
         return None  # an alignment written with macros no file defines: cannot tell
     if alignment is not None and alignment >= required:
         return None
-    have = (
-        f"is aligned to only {alignment} bytes" if array.align is not None
-        else f"has no alignment attribute (so only its element's {array.elem_size or 1}-byte alignment)"
-    )  # fmt: skip
     message = (
-        f"{_describe(ws, path, array)} {have}, but must be aligned to {required} bytes (the project's"
-        f" alignment): {use}, and CMSIS-NN reads it with word and SIMD loads (LDRD/LDM on"
-        f" Cortex-M4/M7, MVE vector loads on Cortex-M55) that fault or slow down off a {required}-byte"
-        " boundary"
+        f"{_describe(ws, path, array)} {_has(array, alignment)}, but must be aligned to {required} bytes:"
+        f" {policy}; {use}"
     )
     fix = Fix(
         f"Align {array.name} to {required} bytes", (_align_edit(ws, path, array, required),), preferred=True
     )
-    data = {"array": array.name, "required": required, "alignment": alignment}
+    data = {"array": array.name, "required": required, "alignment": alignment, "policy": True}
     return Finding(Code.MISALIGNED_ARRAY, message, path, array.name_span, None, (fix,), (), data)
 
 
@@ -167,14 +365,13 @@ def _describe(ws: CWorkspace, path: Path, array: ArrayDef) -> str:
 
 
 def _padding_finding(
-    ws: CWorkspace, path: Path, array: ArrayDef, use: str, required: int, total: int, sized: bool
+    ws: CWorkspace, path: Path, array: ArrayDef, use: str, required: int, total: int, sized: bool, policy: str
 ) -> Finding:
     padded = -(-total // required) * required
     elem = array.elem_size or 1
     message = (
-        f"{_describe(ws, path, array)} is not a multiple of {required} bytes: {use}; pad it to"
-        f" {padded} bytes ({padded // elem} elements) so the next array starts aligned and the kernels'"
-        f" last {required}-byte vector load stays inside it"
+        f"{_describe(ws, path, array)} is not a multiple of {required} bytes: {policy}; {use}; pad it to"
+        f" {padded} bytes ({padded // elem} elements) so the next array starts aligned"
     )
     fixes: tuple[Fix, ...] = ()
     if sized:
@@ -183,7 +380,7 @@ def _padding_finding(
         edits = _padding_edits(ws, path, array, padded // elem)
         if edits:
             fixes = (Fix(f"Pad {array.name} with zeros to {padded} bytes", edits),)
-    data = {"array": array.name, "required": required, "bytes": total, "padded": padded}
+    data = {"array": array.name, "required": required, "bytes": total, "padded": padded, "policy": True}
     return Finding(Code.MISALIGNED_ARRAY, message, path, array.dims_span, None, fixes, (), data)
 
 
