@@ -161,13 +161,24 @@ def _kernel_uses(ws: CWorkspace, extension: Extension | None) -> dict[str, Use]:
             if name is None or not assignment.field or not (kernel_name or cmsis_type):
                 continue
             via = f", passed to {kernel_name}" if kernel_name else ""
-            read = field_read_of(kernel_name, assignment.struct_type, assignment.field, extension)
             how = f"the kernels read it through {assignment.var}.{assignment.field}{via}"
-            if read is None and assignment.field == "buf":  # a kernel whose cast of ctx->buf is not listed
-                _note(uses, name, Use(how, _SCRATCH_READ, certain=False))
-            else:
-                _note(uses, name, Use(how, read))
+            _note(
+                uses, name, _field_use(how, kernel_name, assignment.struct_type, assignment.field, extension)
+            )
     return uses
+
+
+def _field_use(
+    how: str, kernel: str | None, struct_type: str | None, field: str, extension: Extension | None
+) -> Use:
+    """A struct field's use; with no core configured, a read only some code paths make (ctx->buf as
+    int32_t kernel sums with MVE only) is not certain, nor is a ctx->buf of a kernel the table lacks."""
+    paths = [extension] if extension is not None else list(Extension)
+    reads = {field_read_of(kernel, struct_type, field, path) for path in paths}
+    if None in reads:
+        return Use(how, _SCRATCH_READ if field == "buf" else None, certain=False)
+    widest = max((r for r in reads if r is not None), key=lambda r: r.size)
+    return Use(how, widest, certain=len(reads) == 1)
 
 
 def _note(uses: dict[str, Use], name: str, use: Use) -> None:
