@@ -19,11 +19,12 @@ prebuilt library was compiled elsewhere, with whatever it was compiled with.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from collections.abc import Iterable
 from pathlib import Path
 
-from fixpoint_server.findings import Code, Edit, Finding, Fix, Related, Span
+from fixpoint_server.findings import Code, Edit, Finding, Fix, Related, Severity, Span
 from fixpoint_server.parse.build_files import (
     CMSIS_NN_OPTIMIZATION_VARIABLE,
     BuildFacts,
@@ -40,7 +41,13 @@ from fixpoint_server.parse.build_files import (
     mentions_cmsis_nn,
     pattern_covers,
 )
-from fixpoint_server.rules.build_facts import builds_cmsis_nn, root_relative, user_build_facts
+from fixpoint_server.rules.build_facts import (
+    builds_cmsis_nn,
+    confirmed,
+    evaluation_problems,
+    root_relative,
+    user_build_facts,
+)
 from fixpoint_server.rules.context import CheckContext, FileKind, kernel_globs
 from quantcore.kernels.requantize import Rounding
 
@@ -75,6 +82,7 @@ def check(ctx: CheckContext) -> list[Finding]:
     for facts in kernels.generated:
         findings.extend(_generated_findings(ctx, kernels, facts, reported))
     findings.extend(_rounding(ctx, kernels))
+    findings.extend(_unevaluated(ctx))
     return findings
 
 
@@ -218,7 +226,8 @@ def _reached(kernels: KernelSources, facts: BuildFacts) -> dict[Span, tuple[Flag
         entry = forbidden(use.flag, policy)
         if entry is None:
             continue
-        labels = kernels.effective(facts, use, kernels.reach(facts, use.scope))
+        narrow = functools.partial(kernels.effective, facts, use)  # the text's own order of -O flags
+        labels = confirmed(kernels.ctx, facts, use.flag, use.context, kernels.reach(facts, use.scope), narrow)
         if labels:
             _, _, known = found.setdefault(use.span, (use, entry, []))
             known.extend(label for label in labels if label not in known)
@@ -300,6 +309,8 @@ def _cmsis_default(ctx: CheckContext, kernels: KernelSources, facts: BuildFacts)
     if not subdirs or _cmsis_level_set(kernels):
         return []
     ref = subdirs[0]
+    if not confirmed(ctx, facts, "-Ofast", "", [facts.rooted(ref.expanded, kernels.root) + "/"]):
+        return []  # the build tree's reply: CMSIS-NN's sources are not compiled with -Ofast
     message = (
         f"CMSIS-NN ({ref.path_text}) is compiled with its CMSIS_OPTIMIZATION_LEVEL, -Ofast unless set:"
         f" {RISKS['-Ofast']}; set it before adding CMSIS-NN (or pass -D{CMSIS_NN_OPTIMIZATION_VARIABLE}=-O1"
@@ -335,6 +346,21 @@ def _line_before(ctx: CheckContext, facts: BuildFacts, span: Span, new_line: str
     current = lines[statement.line] if statement.line < len(lines) else ""
     indent = current[: len(current) - len(current.lstrip())]
     return Edit(facts.path, Span.at(statement.line, 0), f"{indent}{new_line}\n")
+
+
+def _unevaluated(ctx: CheckContext) -> list[Finding]:
+    """A hint where the build system was asked and gave no answer: these findings are the text's."""
+    return [
+        Finding(
+            Code.KERNEL_OPT_LEVEL,
+            f"The build system gave no answer ({problem}): kernel-opt-level reads this build's text only,"
+            " every branch of a conditional included",
+            path,
+            Span.at(0),
+            Severity.HINT,
+        )
+        for path, problem in evaluation_problems(ctx)
+    ]
 
 
 # -------------------------------------------------------------------------------------------- rounding

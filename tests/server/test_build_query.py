@@ -1,0 +1,381 @@
+"""kernel-opt-level with the build system's own answer (parse/build_files/build_query.py): real GNU make
+on real Makefiles ($(filter-out ...), ifeq/else, included makefiles) and a real CMake build tree's
+file-API reply (a generator expression), against what the text reader alone reports. Positions and
+quick fixes stay the text reader's; the build query drops what the evaluated build does not do."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from fixpoint_server.findings import Finding, LineIndex, Span
+from fixpoint_server.index import WorkspaceIndex
+from fixpoint_server.parse.build_files.build_query import BuildQuery, query_make
+from fixpoint_server.rules import kernel_opt_level
+from fixpoint_server.rules.build_facts import enable_build_query
+from fixpoint_server.rules.context import CheckContext
+
+from quantcore.project import Project
+
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
+needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+
+KERNEL = "CMSIS-NN/Source/ConvolutionFunctions/arm_convolve_s8.c"
+BASE = {
+    "main.c": "int main(void) { return 0; }\n",
+    "generated/model.c": "int model_invoke(void) { return 0; }\n",
+    KERNEL: "int arm_convolve_s8(void) { return 0; }\n",
+}
+RULES = """\
+firmware.elf: $(OBJS)
+\t$(CC) $^ -o $@
+build/CMSIS-NN/%.o: CMSIS-NN/%.c
+\t@mkdir -p $(dir $@)
+\t$(CC) $(KERNEL_CFLAGS) -c $< -o $@
+build/generated/%.o: generated/%.c
+\t$(CC) $(KERNEL_CFLAGS) -c $< -o $@
+build/%.o: %.c
+\t$(CC) $(CFLAGS) -c $< -o $@
+"""
+SOURCES = f"SRCS = main.c generated/model.c {KERNEL}\nOBJS = $(SRCS:%.c=build/%.o)\n"
+O3_RISK = "-O3 auto-vectorisation is reported to break fixed-point kernels; the policy asks for -O1"
+O0_RISK = "-O0 gives no speed-up from CMSIS-NN: its inline SIMD helpers stay function calls"
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in {**BASE, **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def context(root: Path, index: WorkspaceIndex | None = None) -> CheckContext:
+    index = index or WorkspaceIndex(root, Project(path=root / "fixpoint.toml", generated=root / "generated"))
+    index.scan()
+    return index.context()
+
+
+def findings(root: Path, query: BuildQuery | None = None) -> list[tuple[str, str, Span, str]]:
+    """(file, message, span, severity) of kernel-opt-level; with `query`, the build is asked."""
+    ctx = context(root)
+    if query is not None:
+        enable_build_query(ctx.cache, query)
+    found = sorted(kernel_opt_level.check(ctx), key=Finding.sort_key)
+    return [
+        (f.path.relative_to(root).as_posix(), f.message, f.span, f.effective_severity.value) for f in found
+    ]
+
+
+def at(text: str, needle: str, nth: int = 0) -> Span:
+    start = -1
+    for _ in range(nth + 1):
+        start = text.index(needle, start + 1)
+    return LineIndex(text).span(start, start + len(needle))
+
+
+def asked(root: Path) -> BuildQuery:
+    return BuildQuery(root, background=False)
+
+
+def o3(
+    files: str, text: str, needle: str = "-O3", nth: int = 0, file: str = "Makefile"
+) -> tuple[str, str, Span, str]:
+    return (file, f"-O3 on kernel sources ({files}): {O3_RISK}", at(text, needle, nth), "warning")
+
+
+# ------------------------------------------------------------------------------------------ filter-out
+
+FILTER_OUT = (
+    "CC = arm-none-eabi-gcc\nCFLAGS = -mthumb -O3 -fno-builtin\n"
+    "KERNEL_CFLAGS := $(filter-out -O3 -fno-builtin,$(CFLAGS))\n" + SOURCES + RULES
+)
+BUILTIN_RISK = "-fno-builtin stops memcpy/memset being inlined, and the kernels copy in loops: slow"
+
+
+@needs_make
+def test_filter_out_drops_the_flags_the_text_reader_reports(tmp_path: Path) -> None:
+    write(tmp_path, {"Makefile": FILTER_OUT})
+    kernels = f"generated/model.c, {KERNEL}"
+    assert findings(tmp_path) == [
+        o3(kernels, FILTER_OUT),
+        (
+            "Makefile",
+            f"-fno-builtin on kernel sources ({kernels}): {BUILTIN_RISK}",
+            at(FILTER_OUT, "-fno-builtin"),
+            "warning",
+        ),
+    ]
+    assert findings(tmp_path, asked(tmp_path)) == []
+
+
+@needs_make
+def test_filter_out_of_another_flag_keeps_the_finding_with_the_text_readers_place_and_fix(
+    tmp_path: Path,
+) -> None:
+    makefile = FILTER_OUT.replace("filter-out -O3 ", "filter-out ")
+    write(tmp_path, {"Makefile": makefile})
+    ctx = context(tmp_path)
+    enable_build_query(ctx.cache, asked(tmp_path))
+    (finding,) = kernel_opt_level.check(ctx)
+    assert (finding.path, finding.span) == (tmp_path / "Makefile", at(makefile, "-O3"))
+    assert finding.message == f"-O3 on kernel sources (generated/model.c, {KERNEL}): {O3_RISK}"
+    (fix,) = finding.fixes
+    assert (fix.title, fix.edits[0].span, fix.edits[0].new_text) == (
+        "Use -O1 for kernel sources",
+        at(makefile, "-O3"),
+        "-O1",
+    )
+
+
+@needs_make
+def test_a_later_level_for_the_kernels_is_the_evaluated_one(tmp_path: Path) -> None:
+    """The text reader's own rule (a later -O for the same files wins) agrees with make about -O3;
+    the -fno-builtin that filter-out removed is make's alone to know."""
+    makefile = FILTER_OUT.replace("-O3 -fno-builtin,$(CFLAGS))", "-fno-builtin,$(CFLAGS)) -O1")
+    write(tmp_path, {"Makefile": makefile})
+    assert [f[1] for f in findings(tmp_path)] == [
+        f"-fno-builtin on kernel sources (generated/model.c, {KERNEL}): {BUILTIN_RISK}"
+    ]
+    assert findings(tmp_path, asked(tmp_path)) == []
+
+
+# ---------------------------------------------------------------------------------------- ifeq / else
+
+IFEQ = """\
+CC = arm-none-eabi-gcc
+ifeq ($(BUILD),release)
+OPT = -O3
+else
+OPT = -O0
+endif
+CFLAGS = -mthumb $(OPT)
+KERNEL_CFLAGS = $(CFLAGS)
+"""
+
+
+@needs_make
+@pytest.mark.parametrize(("build", "flag"), [("", "-O0"), ("BUILD = release\n", "-O3")])
+def test_ifeq_else_the_taken_branch_decides(tmp_path: Path, build: str, flag: str) -> None:
+    """The text reader reads both branches in order (the else branch's -O0 wins over -O3 whatever
+    BUILD is); make takes one."""
+    makefile = build + IFEQ + SOURCES + RULES
+    write(tmp_path, {"Makefile": makefile})
+
+    def level(kernels: str) -> tuple[str, str, Span, str]:
+        risk = O0_RISK if flag == "-O0" else O3_RISK
+        return ("Makefile", f"{flag} on kernel sources ({kernels}): {risk}", at(makefile, flag), "warning")
+
+    o0 = (
+        "Makefile",
+        f"-O0 on kernel sources ({KERNEL}, generated/model.c): {O0_RISK}",
+        at(makefile, "-O0"),
+        "warning",
+    )
+    assert findings(tmp_path) == [o0]
+    assert findings(tmp_path, asked(tmp_path)) == [level(f"generated/model.c, {KERNEL}")]
+
+
+@needs_make
+def test_a_dead_branch_is_dropped_even_when_nothing_is_compiled(tmp_path: Path) -> None:
+    """A default goal that compiles nothing: the variable's evaluated value decides."""
+    makefile = (
+        f"ifeq ($(DEBUG),1)\nCFLAGS += -fno-builtin\nendif\nCFLAGS += -mthumb\nSRCS = {KERNEL}\n"
+        "help:\n\t@echo make firmware\n"
+    )
+    write(tmp_path, {"Makefile": makefile})
+    assert [f[1] for f in findings(tmp_path)] == [
+        f"-fno-builtin on kernel sources ({KERNEL}): {BUILTIN_RISK}"
+    ]
+    assert findings(tmp_path, asked(tmp_path)) == []
+
+
+# ---------------------------------------------------------------------------------- included makefiles
+
+CONFIG_MK = "OPT ?= -O3\nCFLAGS += -mthumb $(OPT)\nKERNEL_CFLAGS = $(CFLAGS)\n"
+
+
+@needs_make
+@pytest.mark.parametrize(("before", "kept"), [("OPT := -O1\n", False), ("", True)])
+def test_included_makefile_is_read_with_what_its_includer_set(
+    tmp_path: Path, before: str, kept: bool
+) -> None:
+    makefile = "CC = arm-none-eabi-gcc\n" + before + "include mk/config.mk\n" + SOURCES + RULES
+    write(tmp_path, {"Makefile": makefile, "mk/config.mk": CONFIG_MK})
+    text_only = [o3(f"generated/model.c, {KERNEL}", CONFIG_MK, file="mk/config.mk")]
+    assert findings(tmp_path) == text_only
+    assert findings(tmp_path, asked(tmp_path)) == (text_only if kept else [])
+    result = query_make(tmp_path / "Makefile", tmp_path, ["mk/config.mk"])
+    assert result.describes == {(tmp_path / p).resolve() for p in ("Makefile", "mk/config.mk")}
+    assert (result.locations["CFLAGS"], result.globals["CFLAGS"]) == ("mk/config.mk:2", "-mthumb $(OPT)")
+    assert result.globals["OPT"] == ("-O1" if before else "-O3")
+
+
+# --------------------------------------------------------------------------------------------- CMake
+
+CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.16)
+project(fw C)
+add_executable(fw main.c generated/model.c)
+target_compile_options(fw PRIVATE $<$<CONFIG:Release>:-O3>)
+"""
+
+
+def configure(root: Path, build_type: str) -> Path:
+    build = root / "build"
+    query = build / ".cmake" / "api" / "v1" / "query" / "codemodel-v2"
+    query.parent.mkdir(parents=True, exist_ok=True)
+    query.touch()  # the user's query file: the next configure writes the reply
+    subprocess.run(
+        ["cmake", "-S", str(root), "-B", str(build), f"-DCMAKE_BUILD_TYPE={build_type}"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return build
+
+
+@needs_cmake
+@pytest.mark.parametrize(("build_type", "kept"), [("Debug", False), ("Release", True)])
+def test_cmake_reply_evaluates_a_generator_expression(tmp_path: Path, build_type: str, kept: bool) -> None:
+    write(tmp_path, {"CMakeLists.txt": CMAKELISTS})
+    text_only = [o3("generated/model.c", CMAKELISTS, file="CMakeLists.txt")]
+    assert findings(tmp_path) == text_only
+    configure(tmp_path, build_type)
+    assert findings(tmp_path, asked(tmp_path)) == (text_only if kept else [])
+
+
+@needs_cmake
+def test_cmake_reply_older_than_the_cmakelists_is_not_used(tmp_path: Path) -> None:
+    write(tmp_path, {"CMakeLists.txt": CMAKELISTS})
+    configure(tmp_path, "Debug")
+    cmakelists = tmp_path / "CMakeLists.txt"
+    cmakelists.write_text(CMAKELISTS + "# edited\n")
+    text = cmakelists.read_text()
+    assert findings(tmp_path, asked(tmp_path)) == [
+        (
+            "CMakeLists.txt",
+            "The build system gave no answer (the build tree was configured before"
+            " 'CMakeLists.txt' changed: configure it again to refresh its file-API reply): kernel-opt-level"
+            " reads this build's text only, every branch of a conditional included",
+            Span.at(0),
+            "hint",
+        ),
+        o3("generated/model.c", text, file="CMakeLists.txt"),
+    ]
+
+
+# ---------------------------------------------------------------------------------------- safety
+
+
+SHELL_MAKEFILE = "RAN := $(shell touch ran)\nCFLAGS = -O3\nSRCS = " + KERNEL + "\n"
+
+
+@needs_make
+def test_without_the_build_query_nothing_runs(tmp_path: Path) -> None:
+    """An untrusted workspace (the query is not enabled): the text reader only, make never runs."""
+    write(tmp_path, {"Makefile": SHELL_MAKEFILE})
+    assert findings(tmp_path) == [o3(KERNEL, SHELL_MAKEFILE)]
+    assert not (tmp_path / "ran").exists()
+    findings(tmp_path, asked(tmp_path))
+    assert (tmp_path / "ran").exists()  # what `make -pn` does: why it is for trusted workspaces only
+
+
+@needs_make
+def test_make_runs_in_a_clean_environment_without_remaking_included_makefiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    makefile = (
+        "-include gen.mk\ngen.mk:\n\ttouch remade\n"
+        'ENV := $(shell echo "$$MAKEFLAGS/$$CC/$$SECRET" > env.txt)\n'
+    )
+    write(tmp_path, {"Makefile": makefile})
+    monkeypatch.setenv("MAKEFLAGS", "-j64 --eval=$(shell touch injected)")
+    monkeypatch.setenv("CC", "evil-cc")
+    monkeypatch.setenv("SECRET", "token")
+    result = query_make(tmp_path / "Makefile", tmp_path, ["gen.mk"])
+    assert result.problem is None
+    assert (tmp_path / "env.txt").read_text() == "//\n"
+    assert not (tmp_path / "remade").exists()
+    assert not (tmp_path / "injected").exists()
+
+
+def test_make_not_installed_is_a_hint_and_the_text_findings_stand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, {"Makefile": SHELL_MAKEFILE})
+    monkeypatch.setenv("PATH", str(tmp_path / "no-such-folder"))
+    assert findings(tmp_path, asked(tmp_path)) == [
+        (
+            "Makefile",
+            "The build system gave no answer (make is not installed (not on PATH)):"
+            " kernel-opt-level reads this build's text only, every branch of a conditional included",
+            Span.at(0),
+            "hint",
+        ),
+        o3(KERNEL, SHELL_MAKEFILE),
+    ]
+    assert not (tmp_path / "ran").exists()
+
+
+@needs_make
+def test_a_make_that_does_not_finish_is_stopped_and_the_text_findings_stand(tmp_path: Path) -> None:
+    makefile = "SLOW := $(shell sleep 30)\nCFLAGS = -O3\nSRCS = " + KERNEL + "\n"
+    write(tmp_path, {"Makefile": makefile})
+    found = findings(tmp_path, BuildQuery(tmp_path, background=False, timeout=0.5))
+    assert [(f[1], f[3]) for f in found] == [
+        (
+            "The build system gave no answer (make -pn did not finish within 0.5 s):"
+            " kernel-opt-level reads this build's text only, every branch of a conditional included",
+            "hint",
+        ),
+        (f"-O3 on kernel sources ({KERNEL}): {O3_RISK}", "warning"),
+    ]
+
+
+@needs_make
+def test_a_recursive_make_is_followed_into_its_folder(tmp_path: Path) -> None:
+    write(tmp_path, {
+        "Makefile": "all:\n\t$(MAKE) -C fw\n",
+        "fw/Makefile": "CFLAGS = -O2\nall: k.o\nk.o: ../" + KERNEL + "\n\tcc $(CFLAGS) -O3 -c $< -o $@\n",
+    })  # fmt: skip
+    result = query_make(tmp_path / "Makefile", tmp_path)
+    assert dict(result.compiled) == {KERNEL: (("-O2", "-O3"),)}
+    assert result.describes == {(tmp_path / "Makefile").resolve()}  # fw/Makefile is asked on its own
+
+
+# ------------------------------------------------------------------------------ cached, off the keystroke
+
+
+@needs_make
+def test_the_server_asks_in_the_background_once_per_version_of_the_build_files(tmp_path: Path) -> None:
+    write(tmp_path, {"Makefile": FILTER_OUT})
+    updated = threading.Event()
+    query = BuildQuery(tmp_path, on_update=updated.set)
+    index = WorkspaceIndex(
+        tmp_path, Project(path=tmp_path / "fixpoint.toml", generated=tmp_path / "generated")
+    )
+    index.scan()
+    enable_build_query(index.cache, query)
+
+    def check() -> list[str]:
+        return [f.message for f in kernel_opt_level.check(index.context())]
+
+    text_only = [
+        f"-O3 on kernel sources (generated/model.c, {KERNEL}): {O3_RISK}",
+        f"-fno-builtin on kernel sources (generated/model.c, {KERNEL}): {BUILTIN_RISK}",
+    ]
+    assert check() == text_only  # the first check does not wait for make
+    assert updated.wait(30) and query.wait(30)
+    assert (check(), check(), query.runs) == ([], [], 1)  # the cached answer, make not run again
+
+    index.opened(tmp_path / "Makefile", 1, FILTER_OUT + "# unsaved\n")
+    assert (check(), query.runs) == (text_only, 1)  # an unsaved Makefile: its text, and make not asked
+
+    updated.clear()
+    (tmp_path / "Makefile").write_text(FILTER_OUT + "# unsaved\n")  # saved
+    check()
+    assert updated.wait(30) and query.wait(30)
+    assert (check(), query.runs) == ([], 2)
