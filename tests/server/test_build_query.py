@@ -288,10 +288,10 @@ def test_make_runs_in_a_clean_environment_without_remaking_included_makefiles(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     makefile = (
-        "-include gen.mk\ngen.mk:\n\ttouch remade\n"
+        "-include gen.mk\ngen.mk:\n\ttouch remade\nMakefile: Makefile.in\n\ttouch remade-makefile\n"
         'ENV := $(shell echo "$$MAKEFLAGS/$$CC/$$SECRET" > env.txt)\n'
     )
-    write(tmp_path, {"Makefile": makefile})
+    write(tmp_path, {"Makefile": makefile, "Makefile.in": ""})
     monkeypatch.setenv("MAKEFLAGS", "-j64 --eval=$(shell touch injected)")
     monkeypatch.setenv("CC", "evil-cc")
     monkeypatch.setenv("SECRET", "token")
@@ -299,6 +299,7 @@ def test_make_runs_in_a_clean_environment_without_remaking_included_makefiles(
     assert result.problem is None
     assert (tmp_path / "env.txt").read_text() == "//\n"
     assert not (tmp_path / "remade").exists()
+    assert not (tmp_path / "remade-makefile").exists()
     assert not (tmp_path / "injected").exists()
 
 
@@ -353,7 +354,13 @@ def test_a_recursive_make_is_followed_into_its_folder(tmp_path: Path) -> None:
 def test_the_server_asks_in_the_background_once_per_version_of_the_build_files(tmp_path: Path) -> None:
     write(tmp_path, {"Makefile": FILTER_OUT})
     updated = threading.Event()
-    query = BuildQuery(tmp_path, on_update=updated.set)
+    told: list[list[Path]] = []
+
+    def on_update(paths: list[Path]) -> None:  # the server: re-check these build files' findings
+        told.append(paths)
+        updated.set()
+
+    query = BuildQuery(tmp_path, on_update=on_update)
     index = WorkspaceIndex(
         tmp_path, Project(path=tmp_path / "fixpoint.toml", generated=tmp_path / "generated")
     )
@@ -370,6 +377,7 @@ def test_the_server_asks_in_the_background_once_per_version_of_the_build_files(t
     assert check() == text_only  # the first check does not wait for make
     assert updated.wait(30) and query.wait(30)
     assert (check(), check(), query.runs) == ([], [], 1)  # the cached answer, make not run again
+    assert told == [[(tmp_path / "Makefile").resolve()]]
 
     index.opened(tmp_path / "Makefile", 1, FILTER_OUT + "# unsaved\n")
     assert (check(), query.runs) == (text_only, 1)  # an unsaved Makefile: its text, and make not asked

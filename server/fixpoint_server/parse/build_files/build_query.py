@@ -11,7 +11,8 @@ makefile runs even under -n. So it runs only where the workspace is trusted (the
 language server when the editor trusts the workspace, `fixpoint check --build-query`), with an argument
 list (no shell), a clean environment (PATH and LC_ALL=C only: no MAKEFLAGS, MAKEFILES or CC from the
 caller), the Makefile's folder as cwd, a deadline, an output cap, its process group killed at the end,
-and `-o <file>` for each included makefile the text reader named, so that make does not remake it.
+and `-o <file>` for the Makefile and each included makefile the text reader named, so that make does
+not remake them (a recipe remaking a makefile make only learns the name of while reading still runs).
 
 CMake: only a build tree's existing file-API reply is read (`<build>/.cmake/api/v1/reply/index-*.json`
 -> codemodel -> each target's compileGroups: the compile flags and definitions of its sources, generator
@@ -153,7 +154,10 @@ def query_make(
         return Evaluated("make", makefile, problem="make is not installed (not on PATH)")
     from quantcore.targets.process import Ending, run_capped
 
-    old = [f"--assume-old={name}" for name in dict.fromkeys(keep_old) if name and "$" not in name]
+    # -B counts every file out of date, the makefiles too: a rule remaking one (`Makefile: Makefile.in`,
+    # a generated .d) would run its recipe even under -n. Those make knows by name are kept old.
+    names = dict.fromkeys([makefile.name, *keep_old])
+    old = [f"--assume-old={name}" for name in names if name and "$" not in name]
     command = [program, "-p", "-n", "-B", "-k", "-f", makefile.name, *old]
     env = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C"}
     try:
@@ -304,6 +308,7 @@ def read_cmake_reply(build: Path, root: Path, cmake_files: Sequence[Path]) -> Ev
     `cmake_files`: the workspace's CMake files; those under the reply's source folder (and not in the
     build tree) are the ones it describes."""
     started = time.monotonic()
+    root = root.resolve()
     reply = reply_folder(build)
     try:
         indexes = sorted(p.name for p in reply.glob("index-*.json"))
@@ -409,7 +414,8 @@ class BuildQuery:
 
     `evaluated(build_files)` returns the cached results at once and, for a Makefile or build tree whose
     files changed since (or never asked), asks again: in a background thread that calls `on_update`
-    when done (the language server re-checks then), or right away when `background` is False (the CLI).
+    with the build files the new answers describe when it has nothing left to do (the language server
+    re-checks then), or right away when `background` is False (the CLI).
     """
 
     def __init__(
@@ -417,7 +423,7 @@ class BuildQuery:
         root: Path,
         *,
         background: bool = True,
-        on_update: Callable[[], None] | None = None,
+        on_update: Callable[[list[Path]], None] | None = None,
         timeout: float = MAKE_TIMEOUT_S,
     ) -> None:
         self.root = root.resolve()
@@ -494,6 +500,7 @@ class BuildQuery:
                 self._worker.start()
 
     def _work(self) -> None:
+        described: set[Path] = set()
         while True:
             with self._lock:
                 if not self._pending:
@@ -502,14 +509,15 @@ class BuildQuery:
                     break
                 entry = next(iter(self._pending))
                 job = self._pending[entry]
-            self._evaluate(entry, job)
+            described |= self._evaluate(entry, job).describes
             with self._lock:
                 self._pending.pop(entry, None)
                 done = not self._pending
             if done and self.on_update is not None:
-                self.on_update()
+                self.on_update(sorted(described))
+                described = set()
 
-    def _evaluate(self, entry: Path, job: tuple[str, tuple[str, ...]]) -> None:
+    def _evaluate(self, entry: Path, job: tuple[str, tuple[str, ...]]) -> Evaluated:
         try:
             result, before = self._run(entry, job)
         except Exception as exc:  # a bug here must cost this evaluation (text facts stand), not the worker
@@ -521,6 +529,7 @@ class BuildQuery:
         with self._lock:
             self._entries[entry] = _Entry(result, stamps)
             self.runs += 1
+        return result
 
     def _run(self, entry: Path, job: tuple[str, tuple[str, ...]]) -> tuple[Evaluated, dict[Path, Stamp]]:
         tool, extra = job
