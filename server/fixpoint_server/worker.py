@@ -235,10 +235,10 @@ class Worker:
                     self._dispatch(message)
         except (OSError, ValueError) as exc:
             self.log(f"command worker {self.pid}: {exc}")
-        finally:
+        finally:  # cancelled too (the server exits): the worker sees its socket close, and exits
             self.alive = False
             self.sock.close()
-            await self._ended()
+        await self._ended()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         if "ready" in message:
@@ -265,6 +265,7 @@ class Worker:
             self.kill()
             await self.process.wait()
         lost = JobLost(f"the command worker {self.pid} {ended(self.process.returncode or 0)}")
+        self.log(str(lost))
         futures: list[asyncio.Future[Any]] = [self.ready]
         for pair in self.jobs.values():
             futures += pair
