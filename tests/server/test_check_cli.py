@@ -25,11 +25,14 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 @pytest.fixture
 def seeded(tmp_path: Path) -> Path:
-    """The firmware tree with a uint8 zero point in the JSON and an unaligned, unpadded weight array."""
+    """The firmware tree with a uint8 zero point in the JSON and an unaligned, unpadded weight array that
+    fixpoint.toml puts under the project's alignment policy (int8 weights outside it need none)."""
     tree = make_tree(tmp_path / "fw")
     params = tree / "model" / "residual.params.json"
     params.write_text(params.read_text().replace('"zero_point": -128,', '"zero_point": 128,', 1))
     (tree / "src" / "net.c").write_text(NET_C)
+    toml = tree / "fixpoint.toml"
+    toml.write_text(toml.read_text() + '\n[checks]\naligned = ["src/net.c"]\n')
     return tree
 
 

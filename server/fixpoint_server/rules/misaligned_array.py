@@ -195,9 +195,10 @@ def _by_name_or_file(ws: CWorkspace, path: Path, array: ArrayDef) -> Use | None:
     if array.ctype in _NOT_KERNEL_TYPES or array.elem_size is None:
         return None  # text and float buffers named "buffer" are not what the s8 kernels read
     parts = [p.lower() for p in _NAME_PARTS.findall(array.name)]
-    word = next(
-        (w for w in _KERNEL_FACING_WORDS for p in parts if p.startswith(w) and (w != "wt" or p == w)), None
-    )
+    while parts and (parts[-1].isdigit() or parts[-1] == "data"):
+        parts.pop()  # conv1_bias_data, buffer_2: the role is the word before
+    last = parts[-1] if parts else ""  # the role is the last word: null_bias_input is an input, not a bias
+    word = next((w for w in _KERNEL_FACING_WORDS if last.startswith(w) and (w != "wt" or last == w)), None)
     if word is None:
         return None
     how = f"its name says it is a kernel's {word} array (no kernel call in the workspace passes it)"
