@@ -47,8 +47,8 @@ class Code(enum.Enum):
     MISALIGNED_ARRAY = (
         "misaligned-array",
         Severity.WARNING,
-        "a kernel-facing array (weights, bias, activations, arena) without the alignment its accesses"
-        " need, or not padded to it",
+        "an array a kernel reads with wider loads than its type aligns for on the configured core, or"
+        " one under the project's alignment policy not aligned or padded to it",
     )
     WRONG_ZERO_POINT = (
         "wrong-zero-point",
