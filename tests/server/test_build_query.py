@@ -284,6 +284,14 @@ def test_without_the_build_query_nothing_runs(tmp_path: Path) -> None:
 
 
 @needs_make
+def test_a_cmsis_nn_checkouts_own_makefile_is_never_run(tmp_path: Path) -> None:
+    write(tmp_path, {"Makefile": FILTER_OUT, "CMSIS-NN/Makefile": "X := $(shell touch ../ran)\nall:\n"})
+    query = asked(tmp_path)
+    assert findings(tmp_path, query) == []
+    assert (query.runs, (tmp_path / "ran").exists()) == (1, False)
+
+
+@needs_make
 def test_make_runs_in_a_clean_environment_without_remaking_included_makefiles(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -319,6 +327,26 @@ def test_make_not_installed_is_a_hint_and_the_text_findings_stand(
         o3(KERNEL, SHELL_MAKEFILE),
     ]
     assert not (tmp_path / "ran").exists()
+
+
+@needs_make
+def test_a_makefile_that_stops_is_a_hint_and_the_text_findings_stand(tmp_path: Path) -> None:
+    makefile = (
+        "CFLAGS = -O3\nSRCS = "
+        + KERNEL
+        + "\nifeq ($(wildcard model.h),)\n$(error model.h is missing)\nendif\n"
+    )
+    write(tmp_path, {"Makefile": makefile})
+    assert findings(tmp_path, asked(tmp_path)) == [
+        (
+            "Makefile",
+            "The build system gave no answer (make -pn failed: Makefile:4: *** model.h is missing.  Stop.):"
+            " kernel-opt-level reads this build's text only, every branch of a conditional included",
+            Span.at(0),
+            "hint",
+        ),
+        o3(KERNEL, makefile),
+    ]
 
 
 @needs_make

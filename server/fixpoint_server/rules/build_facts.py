@@ -80,12 +80,10 @@ def _answers(ctx: CheckContext) -> list[Evaluated]:
         query = build_query(ctx)
         if query is None:
             return []
-        includes = {
-            p: [w for i in facts.includes for w in i.expanded.split()]
-            for p in ctx.build_files()
-            if (facts := ctx.build_file(p)) is not None and facts.includes
-        }
-        return query.evaluated(ctx.build_files(), includes)
+        # The user's build files only: a CMSIS-NN checkout's own are not checked, so never run either.
+        known = user_build_facts(ctx)
+        includes = {f.path: [w for i in f.includes for w in i.expanded.split()] for f in known if f.includes}
+        return query.evaluated([f.path for f in known], includes)
 
     return ctx.memo("build-query", compute)
 

@@ -9,8 +9,8 @@ value and the file:line it was last set at, and MAKEFILE_LIST, the makefiles it 
 Makefile is running code: `$(shell ...)` runs while it is read and a recipe that remakes an included
 makefile runs even under -n. So it runs only where the workspace is trusted (the caller decides: the
 language server when the editor trusts the workspace, `fixpoint check --build-query`), with an argument
-list (no shell), a clean environment (PATH and LC_ALL=C only: no MAKEFLAGS, MAKEFILES or CC from the
-caller), the Makefile's folder as cwd, a deadline, an output cap, its process group killed at the end,
+list (no shell), a clean environment (PATH, HOME and LC_ALL=C only: no MAKEFLAGS, MAKEFILES or CC from
+the caller), the Makefile's folder as cwd, a deadline, an output cap, its process group killed at the end,
 and `-o <file>` for the Makefile and each included makefile the text reader named, so that make does
 not remake them (a recipe remaking a makefile make only learns the name of while reading still runs).
 
@@ -60,6 +60,7 @@ _COMPILER = re.compile(
 )
 _SOURCE = re.compile(r"\.(?:c|cc|cpp|cxx|c\+\+|s|S)$")
 _SEPARATORS = {";", "&&", "||", "|"}
+_QUOTING = re.compile(r"['\"\\]")
 _DIRECTORY = re.compile(r"(?:# )?\S*make(?:\[\d+\])?: (Entering|Leaving) directory '(.*)'$")
 _ORIGIN = re.compile(r"# makefile \(from '(.*)', line (\d+)\)$")
 _ASSIGN = re.compile(
@@ -159,7 +160,7 @@ def query_make(
     names = dict.fromkeys([makefile.name, *keep_old])
     old = [f"--assume-old={name}" for name in names if name and "$" not in name]
     command = [program, "-p", "-n", "-B", "-k", "-f", makefile.name, *old]
-    env = {"PATH": os.environ.get("PATH", os.defpath), "LC_ALL": "C"}
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(Path.home()), "LC_ALL": "C"}
     try:
         done = run_capped(command, timeout, keep=MAKE_OUTPUT_MAX_BYTES, cwd=makefile.parent, env=env)
     except OSError as exc:
@@ -176,10 +177,15 @@ def query_make(
             problem=f"make -pn printed more than {MAKE_OUTPUT_MAX_BYTES} bytes",
             seconds=seconds,
         )
-    parsed = parse_make_output(_decode(done.stdout), makefile.parent.resolve(), root.resolve())
-    if parsed is None:
-        error = _decode(done.stderr).strip().splitlines()
-        said = display.shown(error[-1] if error else f"exit status {done.returncode}")
+    errors = _decode(done.stderr).strip().splitlines()
+    stopped = [line for line in errors if line.rstrip().endswith("Stop.")]  # $(error ...), a syntax error
+    parsed = (
+        None
+        if stopped
+        else parse_make_output(_decode(done.stdout), makefile.parent.resolve(), root.resolve())
+    )
+    if parsed is None:  # (the database make prints after it stopped has only what it read before)
+        said = display.shown((stopped or errors or [f"exit status {done.returncode}"])[-1])
         return Evaluated("make", makefile, problem=f"make -pn failed: {said}", seconds=seconds)
     compiled, variables, globals_, locations = parsed
     describes = {makefile.resolve()}
@@ -243,8 +249,10 @@ def parse_make_output(text: str, cwd: Path, root: Path) -> _Parsed | None:
 
 def compile_commands(line: str, cwd: str, root: Path) -> list[tuple[str, tuple[str, ...]]]:
     """(root-relative source, flags) of each compiler call on one shell line with `-c` and a source."""
-    try:
-        words = shlex.split(line)
+    if "-c" not in line:
+        return []  # most lines of a dry run (mkdir, ar, echo, the link): no shell parsing for them
+    try:  # shlex is 50x slower than split: only for a line that quotes or escapes
+        words = shlex.split(line) if _QUOTING.search(line) else line.split()
     except ValueError:
         words = line.split()
     found = []
