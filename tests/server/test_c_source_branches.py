@@ -7,12 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixpoint_server.parse.c_source import ArrayKind, CFile, CWorkspace, scan_c
+from fixpoint_server.findings import LineIndex
+from fixpoint_server.parse.c_source import ArrayKind, CFile, CWorkspace, mask, scan_c
 from fixpoint_server.parse.c_source.scan import _Scanner
+from fixpoint_server.rules import misaligned_array
 from hypothesis import given
 from hypothesis import strategies as st
 
+from quantcore.project import ChecksSettings, Project
 from tests.fuzzing import fuzz
+from tests.server.fixtures import apply_edits, context
 from tests.server.test_c_source import text_at
 from tests.server.test_fuzz_parsers import C_TOKENS, glued
 
@@ -344,6 +348,30 @@ def test_the_workspace_finds_a_later_declarator_by_name() -> None:
     assert [e.value for e in ws.elements(Path("data.c"), found[1]) or []] == [5, 6]
 
 
+def test_misaligned_array_lands_on_the_declarator_and_its_fix_aligns_that_one(tmp_path: Path) -> None:
+    text = """\
+#include "arm_nnfunctions.h"
+static const int8_t conv_wt[16] __attribute__((aligned(16))) = {1, 2}, conv2_wt[32] = {3, 4},
+    conv3_wt[16] __attribute__((aligned(4)));
+"""
+    path = tmp_path / "main.c"
+    path.write_text(text)
+    opted_in = Project(checks=ChecksSettings(aligned=("main.c",)))
+    findings = misaligned_array.check(context(tmp_path, opted_in))
+    assert [(f.data["array"], text_at(text, f.span), f.span.line) for f in findings] == [
+        ("conv2_wt", "conv2_wt", 1),
+        ("conv3_wt", "conv3_wt", 2),
+    ]
+    edits = [e for f in findings for e in f.fixes[0].edits]
+    repaired = apply_edits(text, edits)
+    assert repaired.split("\n")[1:3] == [
+        "static const int8_t conv_wt[16] __attribute__((aligned(16))) = {1, 2},"
+        " conv2_wt[32] __attribute__((aligned(16))) = {3, 4},",
+        "    conv3_wt[16] __attribute__((aligned(16)));",
+    ]
+    assert misaligned_array.check(context(tmp_path, opted_in, {path: repaired})) == []
+
+
 # ------------------------------------------------------------------------------------- properties
 
 _BRANCH_TOKENS = (
@@ -362,7 +390,8 @@ _PLAIN_TOKENS = (
 @fuzz(150)
 @given(glued(_BRANCH_TOKENS))
 def test_the_walker_never_fails_on_any_conditional_structure(text: str) -> None:
-    cfile = CFile(scan_c(text).masked, scan_c(text).index)
+    masked = mask(text)
+    cfile = CFile(masked, LineIndex(masked))
     _Scanner(text, cfile).run()  # not scan_c: its last-resort catch would hide a scanner bug
     starts = [f.start for f in cfile.functions]
     assert starts == sorted(set(starts))
