@@ -1,6 +1,6 @@
 """scan_c: one C file's facts. Reads the generated header and the directives (defines, includes,
-alignment pragmas, dead `#if 0` branches), hands the code to the statement walker, then finds the
-arm_* calls.
+alignment pragmas, conditionals: dead branches blanked, live ones marked for the walker), hands the code
+to the statement walker, then finds the arm_* calls.
 """
 
 from __future__ import annotations
