@@ -54,8 +54,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command not in sub.choices:
         for entry in _plugins(command):
             entry.load().register(sub)
-    for command in sub.choices.values():
-        command.add_argument(
+    for subparser in sub.choices.values():
+        subparser.add_argument(
             "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
         )
     return parser

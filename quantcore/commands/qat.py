@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     _require_torch()
     from quantcore import pipeline
     from quantcore.calibrate.method import Method, RangeMethod
-    from quantcore.qat.train import QatOptions, qat
+    from quantcore.qat.options import QatOptions
+    from quantcore.qat.train import qat
     from quantcore.quantize.document import write_finetuned
 
     model = pipeline.load_model(args.model)
