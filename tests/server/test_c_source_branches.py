@@ -338,6 +338,15 @@ void run(void) {
     ]
 
 
+def test_a_struct_value_declared_before_an_array_keeps_its_fields() -> None:
+    cfile = scan_c("static const cmsis_nn_dims d = {.n = 1, .h = 2}, shape[2] = {3, 4};")
+    assert [(f.var, f.field, f.int_value, f.struct_type) for f in cfile.fields] == [
+        ("d", "n", 1, "cmsis_nn_dims"),
+        ("d", "h", 2, "cmsis_nn_dims"),
+    ]
+    assert [(a.name, a.ctype, cfile.values(a)) for a in cfile.arrays] == [("shape", "cmsis_nn_dims", [3, 4])]
+
+
 def test_the_workspace_finds_a_later_declarator_by_name() -> None:
     data = scan_c("const int8_t model_w[4] = {1, 2, 3, 4}, model_b[2] = {5, 6};")
     user = scan_c("extern const int8_t model_w[4], model_b[2];")

@@ -161,7 +161,7 @@ class _Walker:
             return
         if _outside(self.code, "[", start, end, inits):
             _Declaration(self.s, start, end, inits, self.function).read()
-        elif inits:
+        if inits and self.code.find("[", start, inits[0][0]) == -1:  # `cmsis_nn_dims d = {...}`
             self.designated(start, inits[0])
         if self.functions and self.code.find("=", start, end) != -1:
             self.assignment(start, end)
