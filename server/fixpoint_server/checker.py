@@ -8,6 +8,10 @@ for it: one run at a time. The rules run in a daemon thread (a check stuck in a 
 must not keep the process alive after `exit`); publishing happens on the event loop. After each run,
 every document that had diagnostics and has none now is published empty, so fixed problems
 disappear; unchanged files are not published again.
+
+The rules run incrementally (rules/incremental.py): the index says what changed since the previous run
+(an edited document, a file-system event), and only the rules and files that change invalidates are
+checked again; the rest of the findings are the previous run's.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from typing import TypeVar
 
 from fixpoint_server.findings import Finding
 from fixpoint_server.index import WorkspaceIndex
-from fixpoint_server.rules import run_rules
+from fixpoint_server.rules import finish, selected
+from fixpoint_server.rules.incremental import Engine
 
 EDIT_DELAY = 0.005
 """Short: keystrokes that arrive while a check runs are coalesced into the one run that follows it."""
@@ -52,6 +57,9 @@ class Checker:
         self._task: asyncio.Task[None] | None = None
         self._one_at_a_time: asyncio.Lock | None = None
         self._stopped = False
+        self._engine: Engine | None = None
+        self._generation: int | None = None
+        """The index generation of the last successful run's snapshot."""
 
     def request(self, delay: float = EDIT_DELAY) -> None:
         """Ask for a check `delay` seconds from now: an editor's request (EDIT_DELAY) keeps the earliest
@@ -100,11 +108,24 @@ class Checker:
         async with self._one_at_a_time:  # two runs at once would race over the shared FactsCache
             await self._check()
 
-    async def _check(self) -> None:
+    def check_rules(self) -> list[Finding]:
+        """The rules' findings for the index's current snapshot, reusing the previous run's where the
+        changes since do not reach them (runs in the checking thread, one at a time)."""
+        generation = self.index.generation
         context = self.index.context()
+        context.changes = self.index.changes_since(self._generation)
+        modules = selected(context)
+        if self._engine is None or self._engine.modules != modules:
+            self._engine = Engine(modules)
+        self._generation = None  # until this run has succeeded
+        found = self._engine.run(context, generation)
+        self._generation = generation
+        return finish(context, (f for findings in found.values() for f in findings))
+
+    async def _check(self) -> None:
         started = time.perf_counter()
         try:
-            findings = await in_daemon_thread(run_rules, context)
+            findings = await in_daemon_thread(self.check_rules)
         except Exception:  # never let one failed run stop the server's checking
             log.exception("check failed")
             return

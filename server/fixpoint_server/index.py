@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from fixpoint_server.rules.context import CheckContext, FactsCache, FileKind, classify
+from fixpoint_server.rules.context import Changes, CheckContext, FactsCache, FileKind, classify
 from quantcore import limits, untrusted
 from quantcore.project import Project
 
@@ -54,6 +54,38 @@ class WorkspaceIndex:
         """What the last scan's budgets left out (folders nested too deep, too many entries)."""
         self._disk: dict[Path, _Cached] = {}
         self._lock = threading.Lock()
+        self.generation = 0
+        """Counts changes: every edit, file-system event, scan and problem found moves it on."""
+        self.watching = False
+        """Set when a file-system watcher reports changes on disk: only then can the change log below
+        stand in for a stat of every file (changes_since)."""
+        self._changed: dict[Path, int] = {}
+        """path -> the generation of its last change."""
+        self._last = {"scan": 0, "listing": 0, "problems": 0, "disk": 0}
+        """What changed last at which generation: a scan (everything), the list of files, the reasons
+        files were not read, anything on disk."""
+
+    def _bump(self, *what: str, path: Path | None = None) -> None:
+        """Note a change (called with the lock held)."""
+        self.generation += 1
+        for name in what:
+            self._last[name] = self.generation
+        if path is not None:
+            self._changed[path] = self.generation
+
+    def changes_since(self, generation: int | None) -> Changes | None:
+        """What changed after `generation` (None: unknown - never checked, the tree was scanned again,
+        or nothing watches the disk, so a file may have changed unseen)."""
+        with self._lock:
+            if generation is None or not self.watching or self._last["scan"] > generation:
+                return None
+            paths = frozenset(p for p, g in self._changed.items() if g > generation)
+            if len(self._changed) > 4096:  # keep the log short: older entries are never asked for again
+                self._changed = {p: g for p, g in self._changed.items() if g > generation}
+            return Changes(
+                paths, generation, self._last["listing"] > generation, self._last["problems"] > generation,
+                self._last["disk"] > generation,
+            )  # fmt: skip
 
     # -- discovery ----------------------------------------------------------------------------------
 
@@ -74,6 +106,7 @@ class WorkspaceIndex:
             self.files = found | {p: k for p, k in self.files.items() if p in self.open_docs}
             self.skipped = skipped
             self.notes = tuple(walked.notes(self.root))
+            self._bump("scan", "listing", "problems", "disk")
         return len(self.files)
 
     def _problem(self, path: Path) -> str | None:
@@ -116,28 +149,37 @@ class WorkspaceIndex:
         """A file was created or modified; returns whether the index cares."""
         with self._lock:
             self._disk.pop(path, None)
+            self._bump("disk", path=path)
         kind = self.kind_of(path)
         if kind is None or not os.path.lexists(path) or (path.is_dir() and not path.is_symlink()):
             return self.deleted(path)
         problem = self._problem(path)
         with self._lock:
+            if self.files.get(path) is not kind:
+                self._bump("listing")
             self.files[path] = kind
             self._set_problem(path, problem)
         return True
 
     def _set_problem(self, path: Path, problem: str | None) -> None:
+        """(Called with the lock held.)"""
+        if self.skipped.get(path) == problem:
+            return
         if problem is None:
             self.skipped.pop(path, None)
         else:
             self.skipped[path] = problem
+        self._bump("problems", path=path)
 
     def deleted(self, path: Path) -> bool:
         with self._lock:
             self._disk.pop(path, None)
-            self.skipped.pop(path, None)
+            if self.skipped.pop(path, None) is not None:
+                self._bump("problems")
             known = self.files.pop(path, None) is not None and path not in self.open_docs
             if path in self.open_docs:
                 self.files[path] = classify(path) or FileKind.C_SOURCE
+            self._bump("disk", *(("listing",) if known else ()), path=path)
         self.cache.forget(path)
         return known
 
@@ -145,15 +187,17 @@ class WorkspaceIndex:
         kind = classify(path)
         with self._lock:
             self.open_docs[path] = (version, text)
+            listed = path in self.files
             if kind is not None and self.contains(path):
                 self.files[path] = kind
+            self._bump(*(() if listed or path not in self.files else ("listing",)), path=path)
         return kind is not None
 
     def closed(self, path: Path) -> None:
         with self._lock:
             self.open_docs.pop(path, None)
-            if not os.path.lexists(path):
-                self.files.pop(path, None)
+            gone = not os.path.lexists(path) and self.files.pop(path, None) is not None
+            self._bump(*(("listing",) if gone else ()), path=path)
 
     # -- reading ------------------------------------------------------------------------------------
 

@@ -62,6 +62,7 @@ def start_watching(ls: FixpointServer) -> Any:
         observer.schedule(_Handler(ls, asyncio.get_event_loop()), str(ls.index.root), recursive=True)
         observer.daemon = True
         observer.start()
+        ls.index.watching = True  # events now say what changed on disk: no stat of every file per check
     except (OSError, RecursionError) as exc:
         # inotify's watch limit; or watchdog's recursive os.walk on folders nested ~1,000 deep
         why = "folders nest too deep" if isinstance(exc, RecursionError) else str(exc)

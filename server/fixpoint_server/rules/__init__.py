@@ -1,9 +1,13 @@
 """The checkers: one module per rule family, each `check(ctx) -> list[Finding]`, pure over a snapshot.
 
-A rule module exposes `CODES` (the Codes it reports) and `check`. `run_rules` runs them all, applies the
-project's severities ([checks.severity]: a level, or "off" to drop the rule) and sorts the findings. A
-rule that crashes on some input must not take the others down: its exception becomes one finding on
-the project file, naming the rule, so the bug is visible and the other diagnostics stay correct.
+A rule module exposes `CODES` (the Codes it reports), `READS` (a context.Reads: what its findings
+depend on) and `check`; a rule whose findings for a file follow from that file's facts plus a few
+workspace-level inputs also exposes `PER_FILE`, `prepare`, `check_file` (and maybe `check_rest`), and
+its `check` is incremental.split_check of them (see rules/incremental.py: the server re-runs only what a
+change invalidates). `run_rules` runs them all from scratch, applies the project's severities
+([checks.severity]: a level, or "off" to drop the rule) and sorts the findings (`finish`). A rule that
+crashes on some input must not take the others down: its exception becomes one finding on the project
+file, naming the rule, so the bug is visible and the other diagnostics stay correct.
 """
 
 from __future__ import annotations
@@ -43,22 +47,36 @@ def rule_modules() -> list[ModuleType]:
     return modules
 
 
-def run_rules(ctx: CheckContext, only: Iterable[Code] | None = None) -> list[Finding]:
+def selected(ctx: CheckContext, only: Iterable[Code] | None = None) -> list[ModuleType]:
+    """The rule modules to run: those reporting a wanted code that the project does not turn off."""
     wanted = set(only) if only is not None else None
     overrides = ctx.project.checks.severity
+    return [
+        module
+        for module in rule_modules()
+        if (wanted is None or wanted & set(module.CODES))
+        and not all(overrides.get(c.code) == "off" for c in module.CODES)
+    ]
+
+
+def run_rules(ctx: CheckContext, only: Iterable[Code] | None = None) -> list[Finding]:
     findings: list[Finding] = []
-    for module in rule_modules():
-        codes: tuple[Code, ...] = module.CODES
-        if wanted is not None and not wanted & set(codes):
-            continue
-        if all(overrides.get(c.code) == "off" for c in codes):
-            continue
+    for module in selected(ctx, only):
         try:
             found = list(module.check(ctx))
         except Exception as exc:  # a rule's bug must not silence the other rules
             log.error("rule %s failed:\n%s", module.__name__, traceback.format_exc())
-            found = [_crashed(ctx, module, codes[0], exc)]
+            found = [crashed_finding(ctx, module, module.CODES[0], exc)]
         findings.extend(found)
+    return finish(ctx, findings, only)
+
+
+def finish(
+    ctx: CheckContext, findings: Iterable[Finding], only: Iterable[Code] | None = None
+) -> list[Finding]:
+    """The rules' findings with the project's severities applied, sorted."""
+    wanted = set(only) if only is not None else None
+    overrides = ctx.project.checks.severity
     return sorted(_apply_severity(findings, overrides, wanted), key=Finding.sort_key)
 
 
@@ -79,7 +97,7 @@ def _apply_severity(
         yield finding
 
 
-def _crashed(ctx: CheckContext, module: ModuleType, code: Code, exc: Exception) -> Finding:
+def crashed_finding(ctx: CheckContext, module: ModuleType, code: Code, exc: Exception) -> Finding:
     where = ctx.project.path or ctx.root
     return Finding(
         code,

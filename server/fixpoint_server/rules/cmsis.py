@@ -100,7 +100,14 @@ def is_kernel(name: str) -> bool:
 
 
 def c_workspace(ctx: CheckContext) -> CWorkspace:
-    """Every C file's facts, merged (built once per snapshot and shared by the C rules)."""
+    """Every C file's facts, merged (built once per snapshot and shared by the C rules; in the server,
+    kept across snapshots and updated with the files that changed). Inside one file's part of a rule
+    (incremental.py), a view that records what of the other files the part reads."""
+    if ctx.incremental:
+        from fixpoint_server.rules.incremental import live_workspace
+
+        live = ctx.memo("c-workspace", lambda: live_workspace(ctx))
+        return live.view(ctx.recorder) if ctx.recorder is not None else live  # type: ignore[attr-defined]
 
     def build() -> CWorkspace:
         files = {}

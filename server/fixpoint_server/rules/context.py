@@ -111,12 +111,53 @@ def digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
+@dataclass(frozen=True)
+class Reads:
+    """What a rule's findings depend on, declared by the rule module as READS; the incremental checker
+    re-runs a rule only when one of these changed (the project settings count for every rule)."""
+
+    contents: frozenset[FileKind] = frozenset()
+    """Kinds whose text or parsed facts the rule reads."""
+    listing: frozenset[FileKind] = frozenset()
+    """Kinds whose list of paths (not their text) the rule reads: it re-runs when one is added or removed."""
+    outside: bool = False
+    """It reads files by their bytes on disk outside the index's versions (a model, the sources a generated
+    file hashed): it re-runs after any file-system event too."""
+    problems: bool = False
+    """It reads why files were not read (ctx.problem) or what the walk left out (ctx.notes)."""
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What changed since the incremental checker's previous snapshot (CheckContext.changes)."""
+
+    paths: frozenset[Path]
+    """Files whose text may differ (edited, changed on disk, opened, closed, created, deleted)."""
+    since: int
+    """The index generation the previous snapshot was taken at."""
+    listing: bool
+    """Files were added or removed."""
+    problems: bool
+    """Why-not-read reasons or the walk's notes changed."""
+    disk: bool
+    """A file-system event arrived (a model or hashed source outside the index may differ)."""
+
+
 @dataclass
 class FactsCache:
     """Parsed facts by (parser, path, content digest); old entries of a path are dropped on update."""
 
     entries: dict[tuple[str, Path], tuple[str, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    states: dict[str, Any] = field(default_factory=dict)
+    """Long-lived state of the incremental checker (the live C workspace), by name."""
+
+    def state(self, name: str, create: Callable[[], T]) -> T:
+        with self.lock:
+            if name not in self.states:
+                self.states[name] = create()
+            result: T = self.states[name]
+            return result
 
     def get(self, kind: str, path: Path, key: str, compute: Callable[[], Any]) -> Any:
         with self.lock:
@@ -152,6 +193,13 @@ class CheckContext:
     asked after the file was read (see the skipped-file rule)."""
     notes: tuple[str, ...] = ()
     """What the walk of the tree left out (folders nested too deep, too many entries)."""
+    changes: Changes | None = None
+    """Set by the incremental checker: what changed since its previous snapshot (None: from scratch)."""
+    incremental: bool = False
+    """A snapshot of the incremental checker: the C rules use its long-lived C workspace."""
+    recorder: Any = None
+    """Set by the incremental checker while one file's part of a rule runs: what of the other files it
+    reads (rules/incremental.py)."""
     _memo: dict[Any, Any] = field(default_factory=dict, repr=False)
     """What this snapshot has already computed: texts, sorted file lists, the C workspace."""
 

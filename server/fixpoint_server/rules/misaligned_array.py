@@ -26,7 +26,6 @@ the value written), and pad a policy array with zeros.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,10 +43,12 @@ from fixpoint_server.rules.cmsis import (
     is_kernel,
     read_of,
 )
-from fixpoint_server.rules.context import CheckContext
+from fixpoint_server.rules.context import CheckContext, FileKind, Reads
+from fixpoint_server.rules.incremental import C_KINDS, file_summaries, split_check
 from quantcore.targets.cores import Extension
 
 CODES = (Code.MISALIGNED_ARRAY,)
+BUILD_KINDS = frozenset(k for k in FileKind if k.is_build)
 
 _NAME_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _KERNEL_FACING_WORDS = ("weight", "wt", "bias", "arena", "scratch", "buffer", "buff")
@@ -85,12 +86,15 @@ class Use:
     """False: only the array's name (or file) says a kernel reads it."""
 
 
+READS = Reads(contents=C_KINDS | BUILD_KINDS)
+"""The C files, and the build files (their -mcpu= says which core the firmware is built for)."""
+PER_FILE = C_KINDS
+"""Its findings for a file follow from that file's arrays, the kernel uses of the whole workspace and
+the configured core (prepare) and, for padding, the names whose size some file takes."""
+
+
 def check(ctx: CheckContext) -> list[Finding]:
-    shared = prepare(ctx)
-    findings: list[Finding] = []
-    for path in c_workspace(ctx).files:
-        findings.extend(check_file(ctx, path, shared))
-    return findings
+    return split_check(ctx, PER_FILE, prepare, check_file)
 
 
 @dataclass(frozen=True)
@@ -437,12 +441,12 @@ def _sized_names(ctx: CheckContext, ws: CWorkspace) -> set[str]:
     """Names whose size the code takes (sizeof(x), ARRAY_SIZE(x) ...): padding those changes behaviour.
     Found with str.find per word, and kept per file until it changes (a weights table is tens of MB)."""
     names: set[str] = set()
-    for path, cfile in ws.files.items():
-        names.update(ctx.derived("sized", path, functools.partial(_sized_of, cfile)) or ())
+    for sized in file_summaries(ctx, "sized", _sized_of).values():
+        names.update(sized)
     return names
 
 
-def _sized_of(cfile: CFile, _text: str) -> frozenset[str]:
+def _sized_of(cfile: CFile) -> frozenset[str]:
     return frozenset(_sized_in(cfile.masked))
 
 

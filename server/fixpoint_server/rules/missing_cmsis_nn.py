@@ -40,7 +40,7 @@ from fixpoint_server.parse.build_files import (
     mentions_cmsis_nn,
 )
 from fixpoint_server.rules.build_facts import builds_cmsis_nn, root_relative, user_build_facts
-from fixpoint_server.rules.context import CheckContext
+from fixpoint_server.rules.context import CheckContext, FileKind, Reads
 
 CODES = (Code.MISSING_CMSIS_NN,)
 LIBRARY = "cmsis-nn"
@@ -65,6 +65,10 @@ class Missing:
     library: bool
     """Neither linked nor compiled."""
     include: bool
+
+
+READS = Reads(contents=frozenset(k for k in FileKind if k.is_build or k.is_c))
+"""The build files, and the C files (the first CMSIS-NN call or include)."""
 
 
 def check(ctx: CheckContext) -> list[Finding]:

@@ -24,11 +24,13 @@ from typing import Any
 
 from fixpoint_server.findings import Code, Edit, Finding, Fix, Severity
 from fixpoint_server.parse.params import ParamsFile, ParamsProblem
-from fixpoint_server.rules.context import CheckContext
+from fixpoint_server.rules.context import CheckContext, FileKind, Reads
 from quantcore.calibrate.qparams import quant_params
 from quantcore.quantize.params_json import json_path, quoted
 
 CODES = (Code.WRONG_ZERO_POINT, Code.SUSPICIOUS_SCALE)
+READS = Reads(contents=frozenset({FileKind.PARAMS_JSON, FileKind.MODEL}), outside=True)
+"""The JSONs, and the models they name (read from disk, maybe outside the workspace's index)."""
 
 OUTLIER_RATIO = 1000.0
 """A channel's weight scale this many times above or below the tensor's median is flagged: int8 then

@@ -12,34 +12,45 @@ import limits): the checks comparing C code with the model do not run for that J
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from fixpoint_server.findings import Code, Finding, Span
-from fixpoint_server.rules.context import CheckContext, FileKind
+from fixpoint_server.rules.context import CheckContext, FileKind, Reads
+from fixpoint_server.rules.incremental import split_check
 
 CODES = (Code.SKIPPED_FILE,)
+READS = Reads()
+"""A file's finding is its own (why it was not read); the rest (the walk's notes, unusable models) is
+gathered again on every check."""
+PER_FILE = frozenset(FileKind)
 _TEXT_KINDS = frozenset(k for k in FileKind if k.is_c or k.is_build or k is FileKind.PARAMS_JSON)
 """Kinds the rules read as text: reading them (once per snapshot, shared) finds the size limit too."""
 SILENCE = "list it under [checks] exclude in fixpoint.toml to silence this"
 
 
 def check(ctx: CheckContext) -> list[Finding]:
-    return [*_files(ctx), *_notes(ctx), *_models(ctx)]
+    return split_check(ctx, PER_FILE, prepare, check_file, check_rest)
 
 
-def _files(ctx: CheckContext) -> Iterator[Finding]:
+def prepare(ctx: CheckContext) -> None:
+    return None
+
+
+def check_file(ctx: CheckContext, path: Path, shared: None) -> list[Finding]:
     if ctx.problem is None:
-        return
-    for path in sorted(ctx.files, key=str):
-        if ctx.files[path] in _TEXT_KINDS:
-            ctx.text(path)
-        problem = ctx.problem(path)
-        if problem is not None:
-            yield Finding(
-                Code.SKIPPED_FILE,
-                f"skipped: {problem}; its checks do not run ({SILENCE})",
-                path,
-                Span.at(0),
-            )
+        return []
+    if ctx.files[path] in _TEXT_KINDS:
+        ctx.text(path)
+    problem = ctx.problem(path)
+    if problem is None:
+        return []
+    return [
+        Finding(Code.SKIPPED_FILE, f"skipped: {problem}; its checks do not run ({SILENCE})", path, Span.at(0))
+    ]
+
+
+def check_rest(ctx: CheckContext, shared: None) -> list[Finding]:
+    return [*_notes(ctx), *_models(ctx)]
 
 
 def _notes(ctx: CheckContext) -> Iterator[Finding]:

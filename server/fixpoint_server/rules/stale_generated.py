@@ -18,26 +18,49 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fixpoint_server.findings import Code, Finding, Fix, Severity, Span
-from fixpoint_server.rules.context import CheckContext, FileKind
+from fixpoint_server.rules.context import CheckContext, FileKind, Reads
+from fixpoint_server.rules.incremental import file_summaries, split_check
 from quantcore.codegen.files import GeneratedHeader, SourceRecord, is_intact, read_header
 
 CODES = (Code.STALE_GENERATED,)
+READS = Reads(
+    contents=frozenset({FileKind.C_SOURCE, FileKind.C_HEADER, FileKind.PARAMS_JSON, FileKind.MODEL}),
+    outside=True,
+)
+"""A generated file's header, and the bytes on disk of the JSON and model it names."""
+PER_FILE = frozenset({FileKind.C_SOURCE, FileKind.C_HEADER})
+"""A file's stale and edited findings are its own; mixed generations compare the files of a folder."""
 REGENERATE = "fixpoint.regenerateModel"
 
 
 def check(ctx: CheckContext) -> list[Finding]:
-    findings: list[Finding] = []
-    headers: dict[Path, GeneratedHeader] = {}
-    for path in ctx.c_files():
-        header = ctx.derived("generated-header", path, read_header)  # cached until the file changes
-        if header is None:
-            continue
-        headers[path] = header
-        findings.extend(_sources(ctx, path, header))
-        if not ctx.derived("intact", path, is_intact):
-            findings.append(_edited(ctx, path, header))
-    findings.extend(_mixed_generations(ctx, headers))
+    return split_check(ctx, PER_FILE, prepare, check_file, check_rest)
+
+
+def prepare(ctx: CheckContext) -> None:
+    return None
+
+
+def check_file(ctx: CheckContext, path: Path, shared: None) -> list[Finding]:
+    header = ctx.derived("generated-header", path, read_header)  # cached until the file changes
+    if header is None:
+        return []
+    findings = list(_sources(ctx, path, header))
+    if not ctx.derived("intact", path, is_intact):
+        findings.append(_edited(ctx, path, header))
     return findings
+
+
+def check_rest(ctx: CheckContext, shared: None) -> list[Finding]:
+    """Mixed generations, over the generated files only (the C scanner has already told which they are:
+    its `generated` is read_header's answer)."""
+    generated = file_summaries(ctx, "generated", lambda cfile: cfile.generated is not None)
+    headers: dict[Path, GeneratedHeader] = {}
+    for path in sorted((p for p, yes in generated.items() if yes), key=str):
+        header = ctx.derived("generated-header", path, read_header)
+        if header is not None:
+            headers[path] = header
+    return list(_mixed_generations(ctx, headers))
 
 
 def _mixed_generations(ctx: CheckContext, headers: dict[Path, GeneratedHeader]) -> Iterator[Finding]:

@@ -32,9 +32,14 @@ from fixpoint_server.parse.c_source import (
     referenced_name,
 )
 from fixpoint_server.rules.cmsis import KERNELS, Kernel, Layer, Layers, c_workspace, source_json
-from fixpoint_server.rules.context import CheckContext
+from fixpoint_server.rules.context import CheckContext, FileKind, Reads
 
 CODES = (Code.UNSCALED_BIAS,)
+READS = Reads(
+    contents=frozenset({FileKind.C_SOURCE, FileKind.C_HEADER, FileKind.PARAMS_JSON, FileKind.MODEL}),
+    outside=True,
+)
+"""Every C file (a call in one file, its arrays in another), the JSONs and the models they name."""
 
 
 _BIASY = re.compile(r"bias|(?:^|_)b(?:$|_|\d)", re.IGNORECASE)

@@ -20,9 +20,14 @@ from pathlib import Path
 from fixpoint_server.findings import Code, Edit, Finding, Fix, Related, Span
 from fixpoint_server.parse.c_source import CallSite, CWorkspace, FieldAssignment, evaluate, referenced_name
 from fixpoint_server.rules.cmsis import KERNELS, Layer, Layers, c_workspace, is_kernel, source_json
-from fixpoint_server.rules.context import CheckContext
+from fixpoint_server.rules.context import CheckContext, FileKind, Reads
 
 CODES = (Code.WRONG_ZERO_POINT,)
+READS = Reads(
+    contents=frozenset({FileKind.C_SOURCE, FileKind.C_HEADER, FileKind.PARAMS_JSON, FileKind.MODEL}),
+    outside=True,
+)
+"""Every C file (a call in one file, its arrays in another), the JSONs and the models they name."""
 
 
 @dataclass(frozen=True)
