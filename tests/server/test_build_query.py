@@ -192,6 +192,30 @@ def test_a_dead_branch_is_dropped_even_when_nothing_is_compiled(tmp_path: Path) 
     assert findings(tmp_path, asked(tmp_path)) == []
 
 
+@needs_make
+def test_a_rounding_definition_in_a_branch_not_taken_is_not_defined(tmp_path: Path) -> None:
+    makefile = (
+        "CC = arm-none-eabi-gcc\nCFLAGS = -mthumb -O1\nifeq ($(ROUNDING),single)\n"
+        "CFLAGS += -DCMSIS_NN_USE_SINGLE_ROUNDING\nendif\nKERNEL_CFLAGS = $(CFLAGS)\n" + SOURCES + RULES
+    )
+    write(tmp_path, {"Makefile": makefile})
+    assert findings(tmp_path) == [
+        (
+            "Makefile",
+            f"CMSIS_NN_USE_SINGLE_ROUNDING is defined for kernel sources (generated/model.c, {KERNEL}), but"
+            ' the parameters were computed for double rounding (fixpoint.toml rounding = "double"): results'
+            " differ from the reference in the last bit",
+            at(makefile, "-DCMSIS_NN_USE_SINGLE_ROUNDING"),
+            "warning",
+        )
+    ]
+    assert findings(tmp_path, asked(tmp_path)) == []
+    (tmp_path / "Makefile").write_text("ROUNDING = single\n" + makefile)
+    assert [f[1].split(" (")[0] for f in findings(tmp_path, asked(tmp_path))] == [
+        "CMSIS_NN_USE_SINGLE_ROUNDING is defined for kernel sources"
+    ]
+
+
 # ---------------------------------------------------------------------------------- included makefiles
 
 CONFIG_MK = "OPT ?= -O3\nCFLAGS += -mthumb $(OPT)\nKERNEL_CFLAGS = $(CFLAGS)\n"

@@ -175,4 +175,6 @@ def _in_effect(flags: tuple[str, ...], flag: str) -> bool:
     if flag.startswith("-O"):
         levels = [f for f in flags if f.startswith("-O")]
         return bool(levels) and levels[-1] == flag
+    if flag.startswith("-D"):  # a definition, with or without a value
+        return any(f == flag or f.startswith(flag + "=") for f in flags)
     return flag in flags
