@@ -48,7 +48,7 @@ from fixpoint_server.rules.build_facts import (
     root_relative,
     user_build_facts,
 )
-from fixpoint_server.rules.context import CheckContext, FileKind, kernel_globs
+from fixpoint_server.rules.context import CheckContext, FileKind, Reads, kernel_globs
 from quantcore.kernels.requantize import Rounding
 
 CODES = (Code.KERNEL_OPT_LEVEL,)
@@ -68,6 +68,14 @@ RISKS = {
 }
 """The risk of each default forbidden flag, said once, where the flag is."""
 _SCOPE_RANK = {ScopeKind.ALL: 0, ScopeKind.TARGET: 1, ScopeKind.FILES: 2}
+
+READS = Reads(
+    contents=frozenset(k for k in FileKind if k.is_build),
+    listing=frozenset({FileKind.C_SOURCE}),
+    outside=True,
+)
+"""The build files' text, which C sources exist (not their text), and what the build system says (it
+reads files the index may not list: included makefiles, a build tree's replies)."""
 
 
 def check(ctx: CheckContext) -> list[Finding]:
