@@ -221,3 +221,29 @@ async def test_cancelling_a_forked_flash_and_verify_ends_its_whole_session_not_t
     assert result["ok"] is True
     [_, (regenerate, same_worker)] = _jobs([m.message for m in client.log_messages])
     assert same_worker == worker and regenerate != flash
+
+
+async def test_regenerate_on_the_shipped_example_opened_as_its_own_workspace(tmp_path: Path) -> None:
+    """examples/broken's fixpoint.toml reads `../fashion/model.onnx`, inside the repository holding it
+    but outside the folder the editor opens: the command reads it there, as `fixpoint generate` does."""
+    import shutil
+
+    examples = tmp_path / "examples"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "examples", examples)
+    (examples / ".git").mkdir()  # a checkout, as the user has it (read_roots looks for .git)
+    root = (examples / "broken").resolve()
+    wire = await Wire.start(root)
+    answer = await wire.request(
+        "workspace/executeCommand", {"command": "fixpoint.regenerateModel", "arguments": [str(root), False]}
+    )
+    result = answer["result"]
+    assert result["ok"] is True, result
+    written = [(Path(f["path"]).relative_to(root).as_posix(), f["outcome"]) for f in result["files"]]
+    assert written == [(f"src/model/{name}", "updated") for name in ("model.h", "model.c", "model_data.c")]
+    (examples / ".git").rmdir()  # no repository: the model is outside the project, and refused
+    await wire.request("workspace/executeCommand", {"command": "fixpoint.checkWorkspace"})  # reads it again
+    answer = await wire.request(
+        "workspace/executeCommand", {"command": "fixpoint.regenerateModel", "arguments": [str(root), True]}
+    )
+    assert answer["result"]["ok"] is False and "../fashion/model.onnx" in answer["result"]["error"]
+    assert_clean_exit(*await wire.stop())

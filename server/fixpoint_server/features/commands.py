@@ -27,6 +27,7 @@ from lsprotocol import types as lsp
 
 from fixpoint_server import settings, worker
 from quantcore import display, untrusted
+from quantcore.project import read_roots
 
 if TYPE_CHECKING:
     from fixpoint_server.app import FixpointServer
@@ -99,12 +100,27 @@ def inside(ls: FixpointServer, value: str | None, what: str) -> Path | None:
 
 def project_path(ls: FixpointServer, key: str) -> Path | None:
     """The project's `key` setting (model, params, generated), inside the workspace; CommandError when
-    fixpoint.toml set it outside (its file:line says where)."""
+    fixpoint.toml set it outside (its file:line says where).
+
+    The model and params files, which a command only reads, may also lie in the git work tree holding
+    fixpoint.toml, as `fixpoint` itself reads them (quantcore.project.read_roots): the shipped
+    examples/broken, opened as its own workspace, reads `../fashion/model.onnx`. Checked again here,
+    symlinks resolved now. The generated folder, which is written, stays inside the workspace."""
     refused = settings.refusal(ls.project_findings, key)
     if refused is not None:
         raise CommandError(refused)
     value: Path | None = getattr(ls.index.project, key)
-    return None if value is None else inside(ls, str(value), key)
+    project_file = ls.index.project.path
+    if value is None or key == "generated" or project_file is None:
+        return None if value is None else inside(ls, str(value), key)
+    path = value if value.is_absolute() else ls.index.root / value
+    for root in [ls.index.root, *read_roots(project_file.parent)]:
+        if untrusted.is_inside(path, root):
+            return path.resolve()
+    raise CommandError(
+        f"{key} {display.quoted(str(value))} is outside the workspace {ls.index.root} and the repository"
+        " holding fixpoint.toml"
+    )
 
 
 # -- the commands ------------------------------------------------------------------------------------
