@@ -439,3 +439,38 @@ def test_the_server_asks_in_the_background_once_per_version_of_the_build_files(t
     check()
     assert updated.wait(30) and query.wait(30)
     assert (check(), query.runs) == ([], 2)
+
+
+@needs_make
+def test_the_incremental_checker_takes_the_answer_when_the_build_files_are_marked_changed(
+    tmp_path: Path,
+) -> None:
+    """The server's wiring: on_update marks the described build files changed on disk (index.changed_on_disk)
+    and asks for a check; the incremental checker then re-runs kernel-opt-level with the answer."""
+    from fixpoint_server.checker import Checker
+
+    write(tmp_path, {"Makefile": FILTER_OUT})
+    index = WorkspaceIndex(
+        tmp_path, Project(path=tmp_path / "fixpoint.toml", generated=tmp_path / "generated")
+    )
+    index.scan()
+    index.watching = True  # as when the file-system watcher runs: changes come from the index's log
+    answered = threading.Event()
+
+    def on_update(paths: list[Path]) -> None:
+        for path in paths:
+            index.changed_on_disk(path)
+        answered.set()
+
+    query = BuildQuery(tmp_path, on_update=on_update)
+    enable_build_query(index.cache, query)
+    checker = Checker(index, lambda grouped: None, list)
+
+    def flags() -> list[str]:
+        return [str(f.data["flag"]) for f in checker.check_rules() if f.code.code == "kernel-opt-level"]
+
+    assert flags() == ["-O3", "-fno-builtin"]  # the text's, while make runs
+    assert answered.wait(30) and query.wait(30)
+    assert flags() == []
+    index.opened(tmp_path / "main.c", 1, "int main(void) { return 1; }\n")  # a keystroke in a C file
+    assert (flags(), query.runs) == ([], 1)
