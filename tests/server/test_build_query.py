@@ -247,13 +247,13 @@ target_compile_options(fw PRIVATE $<$<CONFIG:Release>:-O3>)
 """
 
 
-def configure(root: Path, build_type: str) -> Path:
+def configure(root: Path, build_type: str, *options: str) -> Path:
     build = root / "build"
     query = build / ".cmake" / "api" / "v1" / "query" / "codemodel-v2"
     query.parent.mkdir(parents=True, exist_ok=True)
     query.touch()  # the user's query file: the next configure writes the reply
     subprocess.run(
-        ["cmake", "-S", str(root), "-B", str(build), f"-DCMAKE_BUILD_TYPE={build_type}"],
+        ["cmake", "-S", str(root), "-B", str(build), f"-DCMAKE_BUILD_TYPE={build_type}", *options],
         check=True,
         capture_output=True,
         timeout=120,
@@ -268,6 +268,44 @@ def test_cmake_reply_evaluates_a_generator_expression(tmp_path: Path, build_type
     text_only = [o3("generated/model.c", CMAKELISTS, file="CMakeLists.txt")]
     assert findings(tmp_path) == text_only
     configure(tmp_path, build_type)
+    assert findings(tmp_path, asked(tmp_path)) == (text_only if kept else [])
+
+
+CMSIS_NN_CMAKE = """\
+cmake_minimum_required(VERSION 3.16)
+project(cmsis-nn C)
+set(CMSIS_OPTIMIZATION_LEVEL "-Ofast" CACHE STRING "the level CMSIS-NN is compiled with")
+add_library(cmsis-nn STATIC Source/ConvolutionFunctions/arm_convolve_s8.c)
+target_compile_options(cmsis-nn PRIVATE ${CMSIS_OPTIMIZATION_LEVEL})
+"""
+WITH_CMSIS_NN = """\
+cmake_minimum_required(VERSION 3.16)
+project(fw C)
+add_subdirectory(CMSIS-NN)
+add_executable(fw main.c generated/model.c)
+target_link_libraries(fw cmsis-nn)
+"""
+
+
+@needs_cmake
+@pytest.mark.parametrize(("level", "kept"), [(None, True), ("-O1", False)])
+def test_cmsis_nn_level_given_to_cmake_is_read_from_the_reply(
+    tmp_path: Path, level: str | None, kept: bool
+) -> None:
+    """CMSIS_OPTIMIZATION_LEVEL passed on cmake's command line is in no file: only the reply knows it."""
+    write(tmp_path, {"CMakeLists.txt": WITH_CMSIS_NN, "CMSIS-NN/CMakeLists.txt": CMSIS_NN_CMAKE})
+    text_only = [
+        (
+            "CMakeLists.txt",
+            "CMSIS-NN (CMSIS-NN) is compiled with its CMSIS_OPTIMIZATION_LEVEL, -Ofast unless set: -Ofast is"
+            " -O3 (auto-vectorisation, reported to break fixed-point kernels) plus -ffast-math; the policy"
+            " asks for -O1; set it before adding CMSIS-NN (or pass -DCMSIS_OPTIMIZATION_LEVEL=-O1 to cmake)",
+            at(WITH_CMSIS_NN, "CMSIS-NN"),
+            "warning",
+        )
+    ]
+    assert findings(tmp_path) == text_only
+    configure(tmp_path, "Debug", *([f"-DCMSIS_OPTIMIZATION_LEVEL={level}"] if level else []))
     assert findings(tmp_path, asked(tmp_path)) == (text_only if kept else [])
 
 
