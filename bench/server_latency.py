@@ -1,10 +1,13 @@
 """Benchmark of the language server as an editor sees it (prints figures; not a test).
 
 - Latency from textDocument/didChange to the publishDiagnostics of that document, median and p95 over
-  --edits edits, on a 2,000-line C source with a finding (the other files of the tree are clean), and
-  on a ~20 MB generated weights file
-  edited by hand (so it has a stale-generated finding). Each edit inserts one character, incremental
-  sync, as an editor sends a keystroke; the next edit waits for the previous publish.
+  --edits edits, on a 2,000-line C source with findings (the other files of the tree are clean), and
+  on a ~20 MB generated weights file edited by hand (so it has a stale-generated finding). Each edit is
+  one small incremental-sync change that changes what is published, so the server cannot answer with
+  its last diagnostics: on the C file it alternately adds and removes the alignment attribute of its
+  misaligned array (the alignment finding comes and goes), on the weights file it alternately inserts
+  and removes a line of its header comment (the hand-edit finding moves). The next edit waits for the
+  previous publish; the line after each table says how many publishes differed from the one before.
 - Time to index a 2,000-file firmware tree: the initialize request (which lists and classifies the
   tree) and the first full check (every file read and parsed).
 - Peak RSS of the server process (VmHWM) at the end.
@@ -91,14 +94,38 @@ def make_tree(root: Path, files: int) -> None:
         (folder / f"file{i}.c").write_text(c_source(40 + i % 60))
 
 
+def _end_column(at: lsp.Position, insert: str) -> int:
+    last = insert.rsplit("\n", 1)
+    return at.character + len(insert) if len(last) == 1 else len(last[1])
+
+
+def c_toggle(text: str) -> tuple[lsp.Position, str]:
+    """Where the misaligned array's alignment attribute goes (after its brackets)."""
+    lines = text.split("\n")
+    line = next(i for i, t in enumerate(lines) if t.startswith("static const int8_t conv1_weights[72]"))
+    return lsp.Position(line=line, character=lines[line].index("]") + 1), " __attribute__((aligned(16)))"
+
+
+def weights_toggle() -> tuple[lsp.Position, str]:
+    """A line inserted into the generated header comment: the hand-edit finding moves down a line."""
+    return lsp.Position(line=1, character=0), " * tuned by hand\n"
+
+
 class Bench:
     def __init__(self) -> None:
         self.client = LanguageClient("fixpoint-bench", "1")
         self.published: dict[str, asyncio.Event] = {}
 
+        self.last: dict[str, list[tuple[int, int, str]]] = {}
+        """Per document, the last published diagnostics (line, column, message)."""
+        self.changed = 0
+
         @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
         def on_publish(params: lsp.PublishDiagnosticsParams) -> None:
             event = self.published.get(params.uri)
+            self.last[params.uri] = [
+                (d.range.start.line, d.range.start.character, d.message) for d in params.diagnostics
+            ]
             if event is not None and params.diagnostics:
                 event.set()
 
@@ -125,7 +152,9 @@ class Bench:
         )
         return time.perf_counter() - started, result
 
-    async def latencies(self, path: Path, edits: int) -> list[float]:
+    async def latencies(self, path: Path, edits: int, toggle: tuple[lsp.Position, str]) -> list[float]:
+        """didChange -> publish times over `edits` edits, each inserting `toggle`'s text at its position
+        or removing it again (incremental sync)."""
         uri = path.as_uri()
         text = path.read_text()
         self.published[uri] = asyncio.Event()
@@ -133,19 +162,25 @@ class Bench:
             text_document=lsp.TextDocumentItem(uri=uri, language_id="c", version=1, text=text)
         ))  # fmt: skip
         await asyncio.wait_for(self.published[uri].wait(), 60)
-        line = text.count("\n") // 2
+        at, insert = toggle
         times = []
+        self.changed = 0
         for version in range(2, edits + 2):
             self.published[uri].clear()
+            before = self.last.get(uri)
             started = time.perf_counter()
-            at = lsp.Position(line=line, character=0)
-            keystroke = lsp.TextDocumentContentChangePartial(range=lsp.Range(start=at, end=at), text=" ")
+            if version % 2 == 0:
+                change = lsp.TextDocumentContentChangePartial(range=lsp.Range(start=at, end=at), text=insert)
+            else:
+                end = lsp.Position(line=at.line + insert.count("\n"), character=_end_column(at, insert))
+                change = lsp.TextDocumentContentChangePartial(range=lsp.Range(start=at, end=end), text="")
             self.client.text_document_did_change(lsp.DidChangeTextDocumentParams(
                 text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[keystroke],
+                content_changes=[change],
             ))  # fmt: skip
             await asyncio.wait_for(self.published[uri].wait(), 60)
             times.append(time.perf_counter() - started)
+            self.changed += self.last.get(uri) != before
         return times
 
     def rss_mb(self, field: str = "VmHWM") -> float:
@@ -195,15 +230,18 @@ async def main_async(args: argparse.Namespace) -> None:
               f" ({result['indexed']} files indexed, {result['findings']} findings)")  # fmt: skip
         again_s, _ = await bench.check()
         rss = bench.rss_mb("VmRSS")
-        print(f"second full check (parsed facts cached): {again_s * 1e3:.0f} ms; RSS {rss:.0f} MB")
+        print(f"second full check (parsed facts cached): {again_s * 1e3:.0f} ms; RSS after indexing {rss:.0f} MB")
         checks = len(check_times(log))
-        print(summary("didChange -> diagnostics, 2,000-line C", await bench.latencies(big_c, args.edits)))
+        times = await bench.latencies(big_c, args.edits, c_toggle(big_c.read_text()))
+        print(summary("didChange -> diagnostics, 2,000-line C", times))
         print(summary("  of which the server's check", check_times(log)[checks:]))
+        print(f"  publishes that differed from the one before: {bench.changed}/{len(times)}")
         print(f"RSS after the C edits {bench.rss_mb('VmRSS'):.0f} MB")
         checks = len(check_times(log))
-        print(summary(f"didChange -> diagnostics, {args.weights_mb} MB weights",
-                      await bench.latencies(weights, args.weights_edits)))  # fmt: skip
+        times = await bench.latencies(weights, args.weights_edits, weights_toggle())
+        print(summary(f"didChange -> diagnostics, {args.weights_mb} MB weights", times))
         print(summary("  of which the server's check", check_times(log)[checks:]))
+        print(f"  publishes that differed from the one before: {bench.changed}/{len(times)}")
         print(f"server RSS now {bench.rss_mb('VmRSS'):.0f} MB, peak {bench.rss_mb():.0f} MB")
         await bench.stop()
 

@@ -247,9 +247,10 @@ class WorkspaceIndex:
     def context(self) -> CheckContext:
         with self._lock:
             files = dict(self.files)
+            listing = max(self._last["listing"], self._last["scan"])
         return CheckContext(
             self.root, self.project, files, self.read, self.cache, self.version,
-            problem=self.problem, notes=self.notes,
+            problem=self.problem, notes=self.notes, listing=listing,
         )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from fixpoint_server.checker import Checker
 from fixpoint_server.findings import Finding
 from fixpoint_server.index import WorkspaceIndex
 from fixpoint_server.rules import run_rules
-from fixpoint_server.rules.context import FileKind
+from fixpoint_server.rules.context import FactsCache, FileKind
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -169,7 +169,8 @@ class Tree:
 
     def from_scratch(self) -> list[Finding]:
         fresh = WorkspaceIndex(self.root, self.index.project)
-        fresh.cache = self.index.cache  # parsed facts (by version), the quantized model: not under test
+        # parsed facts (by version) and the quantized model are not under test: reused, nothing else
+        fresh.cache = FactsCache(entries=dict(self.index.cache.entries))
         fresh.scan()
         for path, (version, text) in self.index.open_docs.items():
             fresh.opened(path, version, text)

@@ -20,15 +20,16 @@ from __future__ import annotations
 import bisect
 import copy
 import logging
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fixpoint_server.findings import Finding
-from fixpoint_server.parse.c_source import CFile, CWorkspace
+from fixpoint_server.parse.c_source import ArrayDef, CallSite, CFile, CWorkspace
 from fixpoint_server.rules.context import CheckContext, FileKind, Reads
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,10 @@ class LiveWorkspace(CWorkspace):
     def __init__(self) -> None:
         super().__init__({})
         self._keys: list[str] = []
+        self._flat: tuple[list[tuple[Path, CallSite]], list[tuple[Path, ArrayDef]]] | None = None
+        self.updates = 0
+        """How many updates changed a file; `log` holds the files each of the last ones changed."""
+        self.log: list[tuple[int, frozenset[Path]]] = []
         self._by_name: dict[str, dict[str, dict[str, list[Any]]]] = {
             "defines": {},
             "arrays": {},
@@ -169,6 +174,12 @@ class LiveWorkspace(CWorkspace):
                 self.order.insert(at, path)
             self.files[path] = cfile
             self._learn(key, path, cfile, touched)
+        if touched.paths:
+            self._flat = None
+            self.updates += 1
+            self.log = [*self.log[-63:], (self.updates, frozenset(touched.paths))]
+            if list(self.files) != self.order:  # a file added: keep `files` in path order, as CWorkspace's
+                self.files = {path: self.files[path] for path in self.order}
         for name in touched.defines:
             self._merge_define(name)
         for name in touched.arrays:
@@ -176,6 +187,23 @@ class LiveWorkspace(CWorkspace):
         for name in touched.fields:
             self._merge("fields", name, self._fields)
         return touched
+
+    def calls(self) -> Iterator[tuple[Path, CallSite]]:
+        return iter(self._flattened()[0])
+
+    def arrays(self) -> Iterator[tuple[Path, ArrayDef]]:
+        return iter(self._flattened()[1])
+
+    def _flattened(self) -> tuple[list[tuple[Path, CallSite]], list[tuple[Path, ArrayDef]]]:
+        """Every file's calls and arrays in path order, listed once per change (three rules walk them
+        on every check)."""
+        len(self.order)  # in a recording view: a read of every file
+        if self._flat is None:
+            files = self.files
+            calls = [(path, call) for path in self.order for call in files[path].calls]
+            arrays = [(path, array) for path in self.order for array in files[path].arrays]
+            self._flat = (calls, arrays)
+        return self._flat
 
     def _forget(self, key: str, cfile: CFile, touched: Touched) -> None:
         for what, names, into in self._contributions(cfile, touched):
@@ -281,6 +309,8 @@ class Engine:
         self.modules = list(modules)
         self.states: dict[str, _RuleState] = {}
         self.project: Any = None
+        self.spent: dict[str, float] = {}
+        """Seconds each rule took in the last run (and the C workspace's update: parsing what changed)."""
         self.reran: dict[str, int] = {}
         """Per rule, how many of its parts the last run computed (file parts, or 1 for a whole rule)."""
 
@@ -302,14 +332,18 @@ class Engine:
         try:
             from fixpoint_server.rules.cmsis import c_workspace
 
+            started = time.perf_counter()
             c_workspace(ctx)  # brought up to date whether or not a C rule runs: its sync point moves
+            self.spent = {"c-workspace": time.perf_counter() - started}
             for module in self.modules:
+                began = time.perf_counter()
                 try:
                     results[module.__name__] = self._rule(ctx, module, fresh)
                 except Exception as exc:  # a rule's bug must not silence the other rules
                     log.error("%s", crash_report(module))
                     self.states.pop(module.__name__, None)
                     results[module.__name__] = [crashed(ctx, module, exc)]
+                self.spent[module.__name__] = time.perf_counter() - began
         except BaseException:
             self.reset()
             raise
@@ -420,16 +454,29 @@ def _summaries(ctx: CheckContext, name: str, compute: Callable[[CFile], T]) -> d
 
     recorder, ctx.recorder = ctx.recorder, None  # the workspace itself, not a file's recording view
     try:
-        files = c_workspace(ctx).files
+        ws = c_workspace(ctx)
     finally:
         ctx.recorder = recorder
-    if not ctx.incremental:
-        return {path: compute(cfile) for path, cfile in files.items()}
-    kept: dict[Path, tuple[CFile, T]] = ctx.cache.state(f"summary-{name}", dict)
-    for path in [p for p in kept if p not in files]:
-        del kept[path]
-    for path, cfile in files.items():
-        old = kept.get(path)
-        if old is None or old[0] is not cfile:
-            kept[path] = (cfile, compute(cfile))
-    return {path: value for path, (_, value) in kept.items()}
+    if not isinstance(ws, LiveWorkspace):
+        return {path: compute(cfile) for path, cfile in ws.files.items()}
+    kept: _Kept[T] = ctx.cache.state(f"summary-{name}", _Kept)
+    since = [paths for update, paths in ws.log if update > kept.at]
+    if kept.at != ws.updates and (not ws.log or ws.log[0][0] > kept.at + 1):
+        since = [frozenset(ws.files) | frozenset(kept.values)]  # too far behind the log: every file
+    for paths in since:
+        for path in paths:
+            cfile = ws.files.get(path)
+            if cfile is None:
+                kept.values.pop(path, None)
+            else:
+                kept.values[path] = compute(cfile)
+    kept.at = ws.updates
+    return kept.values
+
+
+@dataclass
+class _Kept(Generic[T]):
+    """A per-file summary kept across snapshots, as of the live workspace's update `at`."""
+
+    at: int = -1
+    values: dict[Path, T] = field(default_factory=dict)
