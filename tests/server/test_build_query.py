@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fixpoint_server.findings import Finding, LineIndex, Span
 from fixpoint_server.index import WorkspaceIndex
-from fixpoint_server.parse.build_files.build_query import BuildQuery, query_make
+from fixpoint_server.parse.build_files.build_query import BuildQuery, compile_commands, query_make
 from fixpoint_server.rules import kernel_opt_level
 from fixpoint_server.rules.build_facts import enable_build_query
 from fixpoint_server.rules.context import CheckContext
@@ -435,6 +435,24 @@ def test_a_recursive_make_is_followed_into_its_folder(tmp_path: Path) -> None:
     result = query_make(tmp_path / "Makefile", tmp_path)
     assert dict(result.compiled) == {KERNEL: (("-O2", "-O3"),)}
     assert result.describes == {(tmp_path / "Makefile").resolve()}  # fw/Makefile is asked on its own
+
+
+def test_compile_lines_of_a_dry_run() -> None:
+    root = Path("/w")
+    assert compile_commands(
+        'arm-none-eabi-gcc "-DX=a b" -O3 -c src/a.c -o a.o && gcc -c ../b.c', "/w/fw", root
+    ) == [
+        ("fw/src/a.c", ("-DX=a b", "-O3")),
+        ("b.c", ()),
+    ]
+    assert compile_commands("cc -O2 main.c model.c -o app.elf -lm", "/w", root) == [  # compiled and linked
+        ("main.c", ("-O2", "-lm")),
+        ("model.c", ("-O2", "-lm")),
+    ]
+    assert compile_commands("cc -o app.elf a.o b.o; ar rcs lib.a x.o; echo cc a.c", "/w", root) == []
+    quoted = "CCACHE_DIR=/c ccache cc '-DX=a;b' -c a.c;echo \"cc b.c\""
+    assert compile_commands(quoted, "/w", root) == [("a.c", ("-DX=a;b",))]
+    assert compile_commands("cc -c /elsewhere/x.c", "/w", root) == []  # outside the workspace
 
 
 # ------------------------------------------------------------------------------ cached, off the keystroke

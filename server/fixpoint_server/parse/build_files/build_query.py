@@ -59,8 +59,11 @@ _COMPILER = re.compile(
     r"(?:^|/)(?:[\w.+-]+-)?(?:gcc|g\+\+|cc|c\+\+|clang|clang\+\+|armclang|tiarmclang|icx|icc)(?:-[\d.]+)?(?:\.exe)?$"
 )
 _SOURCE = re.compile(r"\.(?:c|cc|cpp|cxx|c\+\+|s|S)$")
+_NAMES_SOURCE = re.compile(r"\.(?:c|cc|cpp|cxx|c\+\+|s|S)\b")
 _SEPARATORS = {";", "&&", "||", "|"}
+_WRAPPERS = {"ccache", "distcc", "sccache", "env"}
 _QUOTING = re.compile(r"['\"\\]")
+_SEPARATOR = re.compile(r"&&|\|\||[;|]")
 _DIRECTORY = re.compile(r"(?:# )?\S*make(?:\[\d+\])?: (Entering|Leaving) directory '(.*)'$")
 _ORIGIN = re.compile(r"# makefile \(from '(.*)', line (\d+)\)$")
 _ASSIGN = re.compile(
@@ -248,24 +251,43 @@ def parse_make_output(text: str, cwd: Path, root: Path) -> _Parsed | None:
 
 
 def compile_commands(line: str, cwd: str, root: Path) -> list[tuple[str, tuple[str, ...]]]:
-    """(root-relative source, flags) of each compiler call on one shell line with `-c` and a source."""
-    if "-c" not in line:
+    """(root-relative source, flags) of each compiler call on one shell line that names a source."""
+    if _NAMES_SOURCE.search(line) is None:
         return []  # most lines of a dry run (mkdir, ar, echo, the link): no shell parsing for them
-    try:  # shlex is 50x slower than split: only for a line that quotes or escapes
-        words = shlex.split(line) if _QUOTING.search(line) else line.split()
-    except ValueError:
-        words = line.split()
+    words = _shell_words(line)
     found = []
     command: list[str] = []
     for word in [*words, ";"]:
         if word not in _SEPARATORS:
             command.append(word)
             continue
-        at = next((i for i, w in enumerate(command) if _COMPILER.search(w.lstrip("@-+"))), None)
-        if at is not None and "-c" in command[at + 1 :]:
+        at = _compiler_at(command)
+        if at is not None:  # `-c`, or compiled and linked in one (`$(CC) $(CFLAGS) $^ -o app.elf`)
             found.extend(_compiled(command[at + 1 :], cwd, root))
         command = []
     return found
+
+
+def _shell_words(line: str) -> list[str]:
+    """The words of a shell line, with `;`, `&&`, `||` and `|` as words of their own."""
+    if _QUOTING.search(line) is None:  # shlex is 50x slower than a split: only for a line that quotes
+        return _SEPARATOR.sub(lambda m: f" {m[0]} ", line).split()
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:  # an unbalanced quote
+        return line.split()
+
+
+def _compiler_at(command: list[str]) -> int | None:
+    """Where the compiler is when it is the command run (after `VAR=value` words and ccache/distcc),
+    or None: `echo cc a.c` compiles nothing."""
+    for i, word in enumerate(command):
+        if ("=" in word and not word.startswith("-")) or word in _WRAPPERS:
+            continue
+        return i if _COMPILER.search(word) else None
+    return None
 
 
 def _compiled(args: list[str], cwd: str, root: Path) -> list[tuple[str, tuple[str, ...]]]:
