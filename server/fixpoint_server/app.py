@@ -49,6 +49,26 @@ class FixpointServer(LanguageServer):
         self.index.root = root.resolve()
         self.reload_project()
 
+    def enable_build_query(self) -> None:
+        """make -pn and CMake's file-API replies confirm or drop the build rules' findings (make runs the
+        workspace's code: trusted workspaces only); the answers come from a background thread."""
+        import asyncio
+
+        from fixpoint_server.parse.build_files.build_query import BuildQuery
+        from fixpoint_server.rules.build_facts import enable_build_query
+
+        loop = asyncio.get_running_loop()
+
+        def answered(paths: list[Path]) -> None:  # in the query's thread
+            loop.call_soon_threadsafe(self.build_files_answered, paths)
+
+        enable_build_query(self.index.cache, BuildQuery(self.index.root, on_update=answered))
+
+    def build_files_answered(self, paths: list[Path]) -> None:
+        for path in paths:
+            self.index.changed_on_disk(path)  # the incremental checker re-runs what reads them
+        self.checker.request(DISK_DELAY)
+
     def reload_project(self) -> None:
         root = self.index.root
         project, self.project_findings = settings.load(root)
@@ -117,6 +137,8 @@ def initialize(ls: FixpointServer, params: lsp.InitializeParams) -> None:
     ls.trusted = options.get("trusted", True) is not False
     ls.editor_severity = settings.editor_severities(options.get("severity"))
     ls.open_workspace(root or Path.cwd())
+    if ls.trusted:  # make -pn runs the workspace's $(shell ...): trusted workspaces only
+        ls.enable_build_query()
 
 
 @server.feature(lsp.INITIALIZED)
@@ -186,7 +208,7 @@ def code_action(ls: FixpointServer, params: lsp.CodeActionParams) -> list[lsp.Co
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 def hover(ls: FixpointServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    from fixpoint_server.features.hover import hover_markdown
+    from fixpoint_server.features.hover import explain_rules, hover_markdown
 
     path = ls.path_of(params.text_document.uri)
     if path is None:
@@ -194,9 +216,14 @@ def hover(ls: FixpointServer, params: lsp.HoverParams) -> lsp.Hover | None:
     text = hover_markdown(
         ls.index.context(), path, params.position.line, params.position.character, ls.last_report
     )
-    if text is None:
+    # The rule's explanation too: Neovim and Emacs do not show a diagnostic's codeDescription link.
+    here = lsp.Range(start=params.position, end=params.position)
+    rules = explain_rules(finding.code for finding, _ in ls.findings_at(path, here))
+    parts = [part for part in (text, rules) if part]
+    if not parts:
         return None
-    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text))
+    value = "\n\n---\n\n".join(parts)
+    return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=value))
 
 
 def register_commands() -> None:

@@ -530,3 +530,76 @@ def test_the_incremental_checker_takes_the_answer_when_the_build_files_are_marke
     assert flags() == []
     index.opened(tmp_path / "main.c", 1, "int main(void) { return 1; }\n")  # a keystroke in a C file
     assert (flags(), query.runs) == ([], 1)
+
+
+# -------------------------------------------------------------------- wired into the server and the CLI
+
+
+async def _served_makefile_codes(root: Path, trusted: bool, want_empty: bool) -> list[str]:
+    """The real server over stdio on `root`: the kernel-opt-level codes published on the Makefile, once
+    they settle (trusted: the build's answer arrives from a background thread and re-checks)."""
+    import asyncio
+    import sys
+
+    from lsprotocol import types as lsp
+    from pygls.lsp.client import LanguageClient
+
+    client = LanguageClient("build-query-test", "1")
+    published: dict[str, list[lsp.Diagnostic]] = {}
+
+    @client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def on_publish(params: lsp.PublishDiagnosticsParams) -> None:
+        published[params.uri] = params.diagnostics
+
+    await client.start_io(sys.executable, "-m", "fixpoint_server", "--stdio")
+    try:
+        await client.initialize_async(lsp.InitializeParams(
+            capabilities=lsp.ClientCapabilities(), root_uri=root.as_uri(),
+            initialization_options={"trusted": trusted},
+        ))  # fmt: skip
+        client.initialized(lsp.InitializedParams())
+        uri = (root / "Makefile").as_uri()
+        codes: list[str] = []
+        for _ in range(60):  # up to 30 s: the first check publishes the text reader's findings
+            await client.workspace_execute_command_async(
+                lsp.ExecuteCommandParams(command="fixpoint.checkWorkspace", arguments=[])
+            )
+            codes = [str(d.code) for d in published.get(uri, []) if d.code == "kernel-opt-level"]
+            if (codes == []) == want_empty:
+                break
+            await asyncio.sleep(0.5)
+        await client.shutdown_async(None)
+        client.exit(None)
+        return codes
+    finally:
+        await client.stop()
+
+
+@needs_make
+async def test_a_trusted_workspace_asks_make_and_an_untrusted_one_never_does(tmp_path: Path) -> None:
+    trusted, untrusted = tmp_path / "trusted", tmp_path / "untrusted"
+    for root in (trusted, untrusted):
+        write(root, {"Makefile": "RAN := $(shell touch ran)\n" + FILTER_OUT})
+        (root / "fixpoint.toml").write_text('generated = "generated"\n')
+    assert await _served_makefile_codes(untrusted, trusted=False, want_empty=False) == [
+        "kernel-opt-level",
+        "kernel-opt-level",
+    ]
+    assert not (untrusted / "ran").exists()
+    assert await _served_makefile_codes(trusted, trusted=True, want_empty=True) == []
+    assert (trusted / "ran").exists()  # make evaluated the Makefile: its $(shell ...) ran
+
+
+@needs_make
+def test_fixpoint_check_asks_make_only_with_build_query(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from quantcore.cli import main
+
+    write(tmp_path, {"Makefile": "RAN := $(shell touch ran)\n" + FILTER_OUT})
+    (tmp_path / "fixpoint.toml").write_text('generated = "generated"\n')
+    main(["check", str(tmp_path), "--format", "json"])
+    plain = capsys.readouterr().out
+    assert plain.count('"kernel-opt-level"') == 2 and not (tmp_path / "ran").exists()
+    main(["check", str(tmp_path), "--format", "json", "--build-query"])
+    assert '"kernel-opt-level"' not in capsys.readouterr().out and (tmp_path / "ran").exists()

@@ -199,3 +199,22 @@ def lsp_uri_path(uri: str) -> str:
     parsed = urlparse(uri)
     assert parsed.scheme == "file", uri
     return unquote(parsed.path)
+
+
+async def test_hover_on_a_finding_explains_its_rule(client: LanguageClient, tree: Path) -> None:
+    await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="fixpoint.checkWorkspace", arguments=[])
+    )
+    model_c = next((tree / "src" / "model").glob("*.c"))
+    stale = [d for d in client.diagnostics[model_c.as_uri()] if d.code == "stale-generated"]
+    assert stale, client.diagnostics[model_c.as_uri()]
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=model_c.as_uri()), position=stale[0].range.start
+        )
+    )
+    assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
+    code = Code.STALE_GENERATED
+    assert hover.contents.value.endswith(
+        f"**stale-generated** (warning by default): {code.summary}\n\n{code.explanation}"
+    )

@@ -48,6 +48,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help="print the rules (code, default severity, summary; json and sarif add the explanation) and exit",
     )
+    p.add_argument(
+        "--build-query",
+        action="store_true",
+        help="ask make (make -pnBk runs the tree's $(shell ...)) and existing CMake build trees' file-API"
+        " replies to confirm build-file findings; only on a tree you trust",
+    )
     p.set_defaults(func=run)
 
 
@@ -59,14 +65,14 @@ def run(args: argparse.Namespace) -> int:
     if not target.exists():
         print(f"fixpoint check: {args.path} does not exist", file=sys.stderr)
         return 2
-    findings, root = check_path(target)
+    findings, root = check_path(target, build_query=args.build_query)
     if not target.is_dir():
         findings = [f for f in findings if f.path == target]
     print(render(findings, root, args.format))
     return 1 if any(f.effective_severity is Severity.ERROR for f in findings) else 0
 
 
-def check_path(target: Path) -> tuple[list[Finding], Path]:
+def check_path(target: Path, build_query: bool = False) -> tuple[list[Finding], Path]:
     """Every finding of the project that `target` is in (the nearest folder with a fixpoint.toml)."""
     from fixpoint_server import settings
     from fixpoint_server.index import WorkspaceIndex
@@ -80,6 +86,11 @@ def check_path(target: Path) -> tuple[list[Finding], Path]:
     ctx = index.context()
     params, c_files = ctx.files_of(FileKind.PARAMS_JSON), ctx.c_files()
     index.project = settings.discover(root, project, params, c_files, index.read)
+    if build_query:
+        from fixpoint_server.parse.build_files.build_query import BuildQuery
+        from fixpoint_server.rules.build_facts import enable_build_query
+
+        enable_build_query(index.cache, BuildQuery(root, background=False))
     return run_rules(index.context()) + problems, root
 
 
