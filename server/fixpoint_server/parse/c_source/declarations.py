@@ -88,7 +88,7 @@ class _Declaration:
             if match is not None:
                 found.append((item, match))
         for index, (item, name) in enumerate(found):
-            self.record(item, name, len(items), pragma=index == 0 and first is not None)
+            self.record(item, name, len(items), first=index == 0 and first is not None)
 
     def declarator(self, start: int, end: int, init: tuple[int, int] | None) -> _Declarator:
         code = self.code
@@ -130,7 +130,7 @@ class _Declaration:
         item.groups = [g for g in item.groups if g.start >= before]
         return True, None if pointer or bracket <= 0 else name
 
-    def record(self, item: _Declarator, name: re.Match[str], declarators: int, pragma: bool) -> None:
+    def record(self, item: _Declarator, name: re.Match[str], declarators: int, first: bool) -> None:
         s, base, cleaned = self.s, item.start, item.cleaned
         bracket = cleaned.find("[", name.end(1))
         dims, dims_end = _dims(cleaned, bracket)
@@ -152,7 +152,7 @@ class _Declaration:
             count=self.count(dim_texts, init_range),
             elem_size=ELEMENT_SIZES.get(ctype),
             kind=kind,
-            align=self.alignment(item, name, dims_end, pragma),
+            align=self.alignment(item, name, dims_end, first),
             span=s.span(self.first, self.end + 1 if self.end < len(self.code) else self.end),
             name_span=s.span(base + name.start(1), base + name.end(1)),
             type_span=s.span(type_parts[0][1], type_parts[-1][2]),
@@ -198,7 +198,7 @@ class _Declaration:
         return total
 
     def alignment(
-        self, item: _Declarator, name: re.Match[str], dims_end: int, pragma: bool
+        self, item: _Declarator, name: re.Match[str], dims_end: int, first: bool
     ) -> Alignment | None:
         """The strictest alignment requested for this declarator: the specifiers' attributes and macros,
         its own, a TI `#pragma DATA_ALIGN(name, n)`, and (for the first declarator, the variable that
@@ -211,12 +211,13 @@ class _Declaration:
                 where = s.span(group.align_start, group.align_end) if group.align_text else None
                 found.append(Alignment(value, group.align_text, s.span(group.start, group.end), where))
         words = [w for w, _, _ in self.words]
-        words.extend(m.group() for m in _WORD.finditer(item.cleaned, 0, name.start(1)))
+        if not first:  # the words before a later declarator's name: `, ALIGN16 b[4]`
+            words.extend(m.group() for m in _WORD.finditer(item.cleaned, 0, name.start(1)))
         words.extend(m.group() for m in _WORD.finditer(item.cleaned, dims_end))
         found.extend(self.macro_alignments(words))
         if name.group(1) in s.pragma_aligns:
             found.append(_settled(s.pragma_aligns[name.group(1)], s.cfile.defines))
-        if pragma:
+        if first:
             found.extend(
                 _settled(a, s.cfile.defines) for at, a in s.iar_aligns if self.start <= at < self.end
             )
@@ -228,7 +229,7 @@ class _Declaration:
     def macro_alignments(self, words: list[str]) -> Iterator[Alignment]:
         """Alignment hidden in an object-like macro: `#define ALIGN16 __attribute__((aligned(16)))`."""
         defines = self.s.cfile.defines
-        for word in dict.fromkeys(words):
+        for word in words:
             define = defines.get(word)
             if define is None or define.params is not None or "align" not in define.value.lower():
                 continue
@@ -255,6 +256,8 @@ def _items(
     """(start, end, brace initializer) of each top-level comma-separated declarator of the statement
     code[start:end]. The initializer bodies the walker jumped over are not searched again: a 50 MB table
     is skipped, and the commas inside it split nothing."""
+    if len(inits) < 2 and not _outside(code, ",", start, end, inits):  # one declarator: most statements
+        return [(start, end, inits[0] if inits else None)]
     items: list[tuple[int, int, tuple[int, int] | None]] = []
     depth, item, item_init, pos = 0, start, None, start
     for init in [*inits, None]:
@@ -273,6 +276,16 @@ def _items(
         pos = init[1] + 1
     items.append((item, end, item_init))
     return items
+
+
+def _outside(code: str, char: str, start: int, end: int, inits: list[tuple[int, int]]) -> bool:
+    """Whether `char` is in code[start:end] outside the initializer bodies (which are not searched)."""
+    pos = start
+    for open_at, close in inits:
+        if code.find(char, pos, open_at) != -1:
+            return True
+        pos = close + 1
+    return code.find(char, pos, end) != -1
 
 
 def _first_word(cleaned: str) -> int:

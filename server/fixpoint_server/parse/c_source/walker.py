@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from fixpoint_server.parse.c_source.attributes import _attribute_groups, _blank_groups
 from fixpoint_server.parse.c_source.brackets import _closing_brace, _split_top, _strip
 from fixpoint_server.parse.c_source.conditions import BRANCH, OPEN
-from fixpoint_server.parse.c_source.declarations import _QUALIFIERS, _Declaration
+from fixpoint_server.parse.c_source.declarations import _QUALIFIERS, _Declaration, _outside
 from fixpoint_server.parse.c_source.expr import evaluate
 from fixpoint_server.parse.c_source.facts import FieldAssignment, FunctionDef
 
@@ -223,16 +223,6 @@ class _Walker:
                 self.s.cfile.fields.append(
                     self.field(var, path, va, vb, a, "designated", struct, position if not prefix else None)
                 )
-
-
-def _outside(code: str, char: str, start: int, end: int, inits: list[tuple[int, int]]) -> bool:
-    """Whether `char` is in code[start:end] outside the initializer bodies (which are not searched)."""
-    pos = start
-    for open_at, close in inits:
-        if code.find(char, pos, open_at) != -1:
-            return True
-        pos = close + 1
-    return code.find(char, pos, end) != -1
 
 
 def _function_name(head: str) -> str | None:
