@@ -147,6 +147,13 @@ def initialized(ls: FixpointServer, params: lsp.InitializedParams) -> None:
 
     ls.watcher = start_watching(ls)
     ls.checker.request()
+    if ls.trusted and ls.index.project.params is not None:  # a project whose commands will be run
+        from fixpoint_server import worker
+
+        def log(text: str) -> None:
+            ls.window_log_message(lsp.LogMessageParams(type=lsp.MessageType.Log, message=text))
+
+        worker.prestart(ls.index.root, log)
 
 
 @server.feature(lsp.SHUTDOWN)

@@ -65,6 +65,11 @@ async def start_job(argv: list[str], cwd: Path, log: Log) -> Job:
     return job if job is not None else await SpawnedJob.start(argv, cwd)
 
 
+def prestart(cwd: Path, log: Log) -> None:
+    """Start the worker now (its imports take 1.5-2 s), so the first command does not wait for them."""
+    _WARM.starting = asyncio.ensure_future(_WARM._worker(cwd, log))
+
+
 def worker_pid() -> int | None:
     """The running worker's pid (None when there is none), for the log and the tests."""
     worker = _WARM.worker
@@ -315,6 +320,8 @@ class _Warm:
         self.lock = asyncio.Lock()
         self.off: str | None = None
         """Why jobs are not forked (None: they are)."""
+        self.starting: asyncio.Future[Worker | None] | None = None
+        """A start asked for ahead of the first command (kept: the event loop holds tasks weakly)."""
 
     async def job(self, argv: list[str], cwd: Path, log: Log) -> ForkedJob | None:
         for _ in range(2):  # a worker that died before it received the job: a new one runs it
