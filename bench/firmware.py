@@ -346,7 +346,7 @@ def run_counted(firmware: Any, plugin: Path | None) -> CountRun:
 
 
 def bench_target(model: Model, target: str, args: argparse.Namespace, ctx: dict[str, Any]) -> TargetRow:
-    from quantcore.codegen import generate
+    from quantcore.codegen.generate import generate
     from quantcore.targets import memory
     from quantcore.targets.build import BuildRequest, build_firmware
     from quantcore.targets.compare import compare

@@ -118,7 +118,7 @@ def reference_outputs(result: pipeline.QuantizeResult, cases: np.ndarray) -> lis
 
 def host_outputs(result: pipeline.QuantizeResult, cases: np.ndarray, work: Path, nn: Any) -> list[bytes]:
     """The generated firmware with the product's harness on the host: every case's OUTPUT line."""
-    from quantcore.codegen import generate
+    from quantcore.codegen.generate import generate
     from quantcore.targets.build import BuildRequest, build_firmware
     from quantcore.targets.run import run_firmware
     from quantcore.targets.target import BUILTIN
@@ -139,7 +139,7 @@ def target_figures(
     ctx: dict[str, Any],
 ) -> TargetFigures:
     """One input, no layer hook: memory of the image, instructions of the one invoke, its output."""
-    from quantcore.codegen import generate
+    from quantcore.codegen.generate import generate
     from quantcore.targets import memory
     from quantcore.targets.build import BuildRequest, build_firmware
     from quantcore.targets.target import BUILTIN

@@ -45,8 +45,8 @@ from typing import Any, TypeVar
 
 from quantcore import limits
 from quantcore.errors import InputError, QuantcoreError
-from quantcore.kernels.requantize import Rounding
-from quantcore.targets.backends import BackendName
+from quantcore.kernels.rounding import Rounding
+from quantcore.targets.backend_names import BackendName
 from quantcore.targets.cores import Core
 
 FILENAME = "fixpoint.toml"

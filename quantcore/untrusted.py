@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from quantcore import limits
 from quantcore.display import shorten
 from quantcore.errors import InputError
@@ -184,9 +182,8 @@ def read_text(path: str | os.PathLike[str], *, limit: int, root: str | os.PathLi
 
 _JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 """A JSON string on one line (raw line breaks are not allowed in one; stopping there keeps line numbers)."""
-_BRACKET_STEP = np.zeros(256, np.int8)
-_BRACKET_STEP[[ord("["), ord("{")]] = 1
-_BRACKET_STEP[[ord("]"), ord("}")]] = -1
+_STEP_TABLE = bytes(1 if b in b"[{" else 0xFF if b in b"]}" else 0 for b in range(256))
+"""bytes.translate table: a byte -> its step of the nesting depth read as int8 (+1, -1 or 0)."""
 
 
 def json_depth_problem(text: str, max_depth: int = limits.JSON_MAX_DEPTH) -> str | None:
@@ -199,8 +196,11 @@ def json_depth_problem(text: str, max_depth: int = limits.JSON_MAX_DEPTH) -> str
     """
     if text.count("[") + text.count("{") <= max_depth:
         return None
+    import numpy as np  # only for texts with many brackets: module import stays light for the CLI
+
     stripped = _JSON_STRING.sub('""', text).encode("utf-8", "surrogatepass")
-    depth = np.cumsum(_BRACKET_STEP[np.frombuffer(stripped, np.uint8)], dtype=np.int32)
+    steps = stripped.translate(_STEP_TABLE)
+    depth = np.cumsum(np.frombuffer(steps, np.int8), dtype=np.int32)
     deep = np.flatnonzero(depth > max_depth)
     if deep.size == 0:
         return None

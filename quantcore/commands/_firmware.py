@@ -161,7 +161,7 @@ def sources(ctx: Context, model: Model | None) -> Path:
         return Path(ctx.args.src)
     if model is None:
         raise BadInput("give --src DIR (generated sources) or --model and --params to generate them")
-    from quantcore.codegen import Sources, generate
+    from quantcore.codegen.generate import Sources, generate
 
     out = ctx.build_dir / "model"
     generate(

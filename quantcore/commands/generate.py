@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from quantcore.codegen import Sources, generate
+    from quantcore.codegen.generate import Sources, generate
     from quantcore.targets.cores import Core, UnknownCoreError
 
     ctx = fw.resolve(args)

@@ -8,13 +8,13 @@ hardware (against QEMU); the others are checked by their command lines and error
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from quantcore.targets import process
+from quantcore.targets.backend_names import BackendName as BackendName  # re-exported: its old home
 from quantcore.targets.build import Firmware
 from quantcore.targets.errors import FlashError, SettingError
 from quantcore.targets.process import last_lines as _tail
@@ -30,13 +30,6 @@ a command."""
 _DEVICE = re.compile(r"[A-Za-z0-9_.+/:@][A-Za-z0-9_.+/:@ -]{0,199}")
 """A device / target name or OpenOCD config path: one line (a J-Link script is one command per line),
 no leading '-' (an option to pyocd)."""
-
-
-class BackendName(enum.Enum):
-    GDB = "gdb"
-    PYOCD = "pyocd"
-    OPENOCD = "openocd"
-    JLINK = "jlink"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from quantcore import limits, untrusted
 from quantcore.codegen.files import read_header
 from quantcore.errors import InputError
 from quantcore.project import FILENAME, SEVERITIES, Problem, Project, key_line, load_project
-from quantcore.quantize import params_json
 
 Reader = Callable[[Path], str | None]
 
@@ -95,6 +94,8 @@ def _recorded_model(root: Path, params: Path, read: Reader) -> Path | None:
     """The model the JSON records (params_json.model_path: relative, inside the workspace), if it exists."""
     try:
         document = untrusted.loads_json(read(params) or "", str(params))
+        from quantcore.quantize import params_json  # the schema and jsonschema: only with a params JSON
+
         model = params_json.model_path(document, params, [root])
     except (ValueError, InputError):  # not JSON, nested too deep, no usable $.model.path
         return None

@@ -11,8 +11,9 @@ import numpy as np
 import onnx
 import pytest
 
-from quantcore.codegen import HandEditedError, Sources, generate
+from quantcore.codegen import HandEditedError
 from quantcore.codegen.files import PLACEHOLDER, Outcome, is_intact, recorded_hash, stamp, write_generated
+from quantcore.codegen.generate import Sources, generate
 from quantcore.ir import Graph
 from quantcore.quantize.document import CMSIS_NN_API
 from tests.onnx_models import small_cnn

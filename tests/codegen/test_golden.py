@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 from quantcore import pipeline
-from quantcore.codegen import Sources, generate
+from quantcore.codegen.generate import Sources, generate
 from quantcore.quantize import params_json
 from quantcore.quantize.document import from_document
 from quantcore.targets.cores import Core

@@ -134,7 +134,7 @@ def _hostile_model(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def hostile_sources(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from quantcore import pipeline
-    from quantcore.codegen import Sources, generate
+    from quantcore.codegen.generate import Sources, generate
     from quantcore.data import DataSet
     from quantcore.quantize import params_json
     from quantcore.quantize.document import from_document

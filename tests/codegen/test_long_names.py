@@ -14,8 +14,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from quantcore import pipeline
-from quantcore.codegen import generate
 from quantcore.codegen.errors import CodegenError
+from quantcore.codegen.generate import generate
 from quantcore.codegen.lower import lower
 from quantcore.data import DataSet
 from quantcore.ir import Graph

@@ -23,7 +23,7 @@ import onnxruntime as ort
 import pytest
 
 from quantcore import cli, cmsis_nn, pipeline
-from quantcore.codegen import generate
+from quantcore.codegen.generate import generate
 from quantcore.data import DataSet
 from quantcore.ir import Graph
 from quantcore.quantize import params_json

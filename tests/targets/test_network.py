@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 from quantcore import cmsis_nn
-from quantcore.codegen import generate
+from quantcore.codegen.generate import generate
 from quantcore.conformance.cases import VectorCase
 from quantcore.conformance.network_graph import CALIBRATION, network_graph
 from quantcore.ir import DType, Graph, Tensor
