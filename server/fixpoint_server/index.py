@@ -149,14 +149,13 @@ class WorkspaceIndex:
         """A file was created or modified; returns whether the index cares."""
         with self._lock:
             self._disk.pop(path, None)
-            self._bump("disk", path=path)
+            self._bump("disk")  # a file no rule reads may still be read from disk: a model's sidecar
         kind = self.kind_of(path)
         if kind is None or not os.path.lexists(path) or (path.is_dir() and not path.is_symlink()):
             return self.deleted(path)
         problem = self._problem(path)
         with self._lock:
-            if self.files.get(path) is not kind:
-                self._bump("listing")
+            self._bump(*(("listing",) if self.files.get(path) is not kind else ()), path=path)
             self.files[path] = kind
             self._set_problem(path, problem)
         return True
@@ -179,7 +178,7 @@ class WorkspaceIndex:
             known = self.files.pop(path, None) is not None and path not in self.open_docs
             if path in self.open_docs:
                 self.files[path] = classify(path) or FileKind.C_SOURCE
-            self._bump("disk", *(("listing",) if known else ()), path=path)
+            self._bump("disk", *(("listing",) if known else ()), path=path if known else None)
         self.cache.forget(path)
         return known
 
