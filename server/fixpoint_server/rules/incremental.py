@@ -441,6 +441,13 @@ def crashed(ctx: CheckContext, module: ModuleType, exc: Exception) -> Finding:
 
 
 def file_summaries(ctx: CheckContext, name: str, compute: Callable[[CFile], T]) -> dict[Path, T]:
+    """`compute(facts)` of every C file of the workspace (file_summaries_by_path without the path)."""
+    return file_summaries_by_path(ctx, name, lambda _path, cfile: compute(cfile))
+
+
+def file_summaries_by_path(
+    ctx: CheckContext, name: str, compute: Callable[[Path, CFile], T]
+) -> dict[Path, T]:
     """`compute(facts)` of every C file of the workspace, by path: in the server kept across snapshots
     and recomputed only for the files whose facts changed (a whole-workspace set of names then costs a
     dict look-up per file, not a pass over 2,000 files' facts)."""
@@ -449,7 +456,7 @@ def file_summaries(ctx: CheckContext, name: str, compute: Callable[[CFile], T]) 
     return ctx.memo(("file-summaries", name), lambda: _summaries(ctx, name, compute))
 
 
-def _summaries(ctx: CheckContext, name: str, compute: Callable[[CFile], T]) -> dict[Path, T]:
+def _summaries(ctx: CheckContext, name: str, compute: Callable[[Path, CFile], T]) -> dict[Path, T]:
     from fixpoint_server.rules.cmsis import c_workspace
 
     recorder, ctx.recorder = ctx.recorder, None  # the workspace itself, not a file's recording view
@@ -458,7 +465,7 @@ def _summaries(ctx: CheckContext, name: str, compute: Callable[[CFile], T]) -> d
     finally:
         ctx.recorder = recorder
     if not isinstance(ws, LiveWorkspace):
-        return {path: compute(cfile) for path, cfile in ws.files.items()}
+        return {path: compute(path, cfile) for path, cfile in ws.files.items()}
     kept: _Kept[T] = ctx.cache.state(f"summary-{name}", _Kept)
     since = [paths for update, paths in ws.log if update > kept.at]
     if kept.at != ws.updates and (not ws.log or ws.log[0][0] > kept.at + 1):
@@ -469,7 +476,7 @@ def _summaries(ctx: CheckContext, name: str, compute: Callable[[CFile], T]) -> d
             if cfile is None:
                 kept.values.pop(path, None)
             else:
-                kept.values[path] = compute(cfile)
+                kept.values[path] = compute(path, cfile)
     kept.at = ws.updates
     return kept.values
 

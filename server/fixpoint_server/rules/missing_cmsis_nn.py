@@ -91,14 +91,40 @@ def check(ctx: CheckContext) -> list[Finding]:
 def first_call_site(ctx: CheckContext) -> CallSite | None:
     """The first CMSIS-NN call outside CMSIS-NN itself, else the first include of its header."""
     include: CallSite | None = None
+    scanned = _scanned(ctx)
     for path in ctx.c_files():
         if in_cmsis_nn(root_relative(ctx, path)):
             continue
-        calls, includes = _scan(ctx, path)
+        site = scanned.get(path)
+        calls, includes = site if site is not None else _scan(ctx, path)
         if calls:
             return calls[0]
         include = include or (includes[0] if includes else None)
     return include
+
+
+def _scanned(ctx: CheckContext) -> dict[Path, tuple[list[CallSite], list[CallSite]] | None]:
+    """_scan of every C file the scanner read, kept across checks per file (a keystroke in one file
+    must not walk 2,000 files' facts); empty without the C scanner (then _scan reads the text)."""
+    try:
+        from fixpoint_server.rules.incremental import file_summaries_by_path
+
+        return file_summaries_by_path(ctx, "cmsis-nn-sites", lambda path, cfile: _sites(path, cfile))
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith("fixpoint_server.parse.c_source"):
+            raise
+        return {}
+
+
+def _sites(path: Path, cfile: object) -> tuple[list[CallSite], list[CallSite]] | None:
+    """The kernel calls and header includes in one file's C facts (None: facts without calls, read
+    from the text by _scan)."""
+    calls = getattr(cfile, "calls", None)
+    if calls is None:
+        return None
+    found = [CallSite(path, c.name_span, c.name) for c in calls if KERNEL_CALL.fullmatch(c.name)]
+    includes = [CallSite(path, i.span, HEADER) for i in getattr(cfile, "includes", ()) if _names_header(i)]
+    return found, includes
 
 
 def _scan(ctx: CheckContext, path: Path) -> tuple[list[CallSite], list[CallSite]]:
@@ -109,12 +135,10 @@ def _scan(ctx: CheckContext, path: Path) -> tuple[list[CallSite], list[CallSite]
         if exc.name != "fixpoint_server.parse.c_source":
             raise
         return _scan_text(ctx, path)
-    calls = getattr(cfile, "calls", None)
-    if cfile is None or calls is None:
-        return _scan_text(ctx, path) if cfile is not None else ([], [])
-    found = [CallSite(path, c.name_span, c.name) for c in calls if KERNEL_CALL.fullmatch(c.name)]
-    includes = [CallSite(path, i.span, HEADER) for i in getattr(cfile, "includes", ()) if _names_header(i)]
-    return found, includes
+    if cfile is None:
+        return [], []
+    sites = _sites(path, cfile)
+    return sites if sites is not None else _scan_text(ctx, path)
 
 
 def _names_header(include: object) -> bool:
