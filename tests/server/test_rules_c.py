@@ -152,6 +152,23 @@ def test_int8_bias_is_an_error_and_rescaling_fixes_type_and_values(project: Gene
     assert check(ctx_for(project, repaired), Code.UNSCALED_BIAS) == []
 
 
+def test_int8_bias_declared_with_another_array_is_not_retyped_with_it(project: GeneratedProject) -> None:
+    """The declaration's type is shared: a quick fix changing it would change the other array too."""
+    path, texts = edited(
+        project,
+        "model_data.c",
+        lambda t: t.replace(
+            "const int32_t model_l0_conv1_bias[8]",
+            "const int8_t model_spare[2] = {1, 2}, model_l0_conv1_bias[8]",
+        ),
+    )
+    (finding,) = check(ctx_for(project, texts), Code.UNSCALED_BIAS)
+    assert finding.path == path and finding.data["array"] == "model_l0_conv1_bias" and finding.fixes == ()
+    assert finding.message.endswith(
+        "; it is declared together with other arrays - split the declaration to give it int32_t"
+    )
+
+
 # ---------------------------------------------------------------------------------- seeded: alignment
 
 

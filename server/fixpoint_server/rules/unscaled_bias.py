@@ -125,6 +125,9 @@ def _type_finding(
     )
     related = (Related(path, arg.span, f"passed as bias_data to {kernel.name} here"),)
     fixes = _rescale_fixes(ws, bias_path, array, layer, ctype) if layer is not None else ()
+    if array.declarators > 1:  # its type is shared: changing it would change the other arrays too
+        message += f"; it is declared together with other arrays - split the declaration to give it {ctype}"
+        fixes = ()
     data = {"array": array.name, "kernel": kernel.name, "expected_type": ctype}
     return Finding(Code.UNSCALED_BIAS, message, bias_path, array.type_span, None, fixes, related, data)
 
