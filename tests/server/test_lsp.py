@@ -290,31 +290,6 @@ def _qemu_for(tree: Path) -> list[int]:
     return found
 
 
-async def test_cancelling_flash_and_verify_stops_qemu_too(client: LanguageClient, tree: Path) -> None:
-    missing = _board_tools_missing()
-    if missing:
-        pytest.skip(missing)
-    job = asyncio.ensure_future(client.workspace_execute_command_async(
-        lsp.ExecuteCommandParams(command="fixpoint.flashVerify", arguments=[{"target": "qemu-m4"}])
-    ))  # fmt: skip
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while not _qemu_for(tree.resolve()):  # the job is built and QEMU started: cancel now
-        assert asyncio.get_running_loop().time() < deadline and not job.done(), "QEMU never started"
-        await asyncio.sleep(0.02)
-    client.window_work_done_progress_cancel(
-        lsp.WorkDoneProgressCancelParams(token=next(iter(client.progress_reports)))
-    )
-    assert await asyncio.wait_for(job, TIMEOUT) == {
-        "ok": False,
-        "error": "Flash and verify (qemu-m4): cancelled",
-    }
-    for _ in range(50):  # SIGTERM at once, SIGKILL after the 2 s grace
-        if not _qemu_for(tree.resolve()):
-            break
-        await asyncio.sleep(0.1)
-    assert _qemu_for(tree.resolve()) == []
-
-
 async def test_quantize_then_evaluate_returns_the_report(client: LanguageClient, tree: Path) -> None:
     import numpy as np
 

@@ -193,6 +193,8 @@ async def client(lsp_client: LanguageClient, tree: Path) -> AsyncIterator[Langua
 async def test_cancelling_a_forked_flash_and_verify_ends_its_whole_session_not_the_worker(
     client: LanguageClient, tree: Path
 ) -> None:
+    """The editor's cancel of a running Flash and Verify on QEMU: the command answers "cancelled", no
+    process of the job's session survives (QEMU included), and the worker runs the next command."""
     missing = _board_tools_missing()
     if missing:
         pytest.skip(missing)
