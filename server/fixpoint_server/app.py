@@ -20,6 +20,7 @@ from pygls.uris import to_fs_path
 
 from fixpoint_server import __version__, diagnostics, settings
 from fixpoint_server.checker import DISK_DELAY, Checker
+from fixpoint_server.documents import SplicedDocument
 from fixpoint_server.findings import Finding
 from fixpoint_server.index import WorkspaceIndex
 from fixpoint_server.protocol import NOT_JSON, FixpointProtocol, OneLineParseErrors, answer_parse_error
@@ -124,6 +125,8 @@ class FixpointServer(LanguageServer):
 
 
 _PARAMS = (FileKind.PARAMS_JSON,)
+_SYNC = lsp.TextDocumentSyncKind.Incremental
+"""The text synchronization the server announces (pygls's default, which FixpointServer keeps)."""
 server = FixpointServer()
 logging.getLogger("pygls.server").addFilter(OneLineParseErrors())
 
@@ -167,10 +170,25 @@ def shutdown(ls: FixpointServer, params: None) -> None:
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: FixpointServer, params: lsp.DidOpenTextDocumentParams) -> None:
     doc = params.text_document
+    splice_changes(ls, doc.uri)
     path = ls.path_of(doc.uri)
     if path is not None:
         ls.index.opened(path, doc.version, doc.text)
         ls.checker.request()
+
+
+def splice_changes(ls: FixpointServer, uri: str) -> None:
+    """pygls's copy of the document just opened becomes a SplicedDocument: the same text, with each
+    incremental change applied by one splice instead of rewriting every line (documents.py)."""
+    documents = ls.workspace.text_documents
+    opened = ls.workspace.get_text_document(uri)
+    for key, document in documents.items():
+        if document is opened:
+            documents[key] = SplicedDocument(
+                opened.uri, opened.source, opened.version, opened.language_id,
+                sync_kind=_SYNC,  position_codec=opened.position_codec,
+            )  # fmt: skip
+            return
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
