@@ -4,7 +4,8 @@
 #   2. npm ci --ignore-scripts, build (schema copy, tsc --noEmit, esbuild), unit tests (node --test),
 #      package the .vsix (vsce);
 #   3. two seeded firmware trees (test/fixture/make_workspace.py), code-server on 127.0.0.1 with the
-#      .vsix installed;
+#      .vsix installed, and test/fixture/ms-python-standin (Microsoft's Python extension's id and the
+#      environments API calls Fixpoint makes: the Python extension's selected interpreter);
 #   4. the integration tests inside VS Code's extension host against the real Python server
 #      (test/integration: diagnostics, quick fix, regenerate, flash-and-verify on qemu-m4, report);
 #   5. the workbench in headless Chromium: Problems panel screenshot (and, with flashing, the quick fix,
@@ -177,14 +178,27 @@ printf '{ "fixpoint.python": "${workspaceFolder}/.venv/bin/python", "fixpoint.cm
   > "$WORK/ws-untrusted/.vscode/settings.json"
 export EXTENSIONS_GALLERY='{"serviceUrl":""}' # no extension gallery offline
 # The extension host inherits code-server's environment: the integration tests read these.
-export FIXPOINT_E2E_FLASH="$FLASH" FIXPOINT_E2E_WORK="$WORK"
+export FIXPOINT_E2E_FLASH="$FLASH" FIXPOINT_E2E_WORK="$WORK" FIXPOINT_E2E_PYTHON="$PY"
+# A stand-in for Microsoft's Python extension (its id, the environments API calls Fixpoint makes, a
+# command that changes the selected interpreter): the real one needs the marketplace.
+STANDIN="$WORK/ms-python-standin.vsix"
+(cd "$EXT/test/fixture/ms-python-standin" && npx vsce package --no-dependencies --skip-license \
+  --allow-missing-repository -o "$STANDIN" > "$ART/package-standin.log" 2>&1) \
+  || { cat "$ART/package-standin.log"; die "packaging test/fixture/ms-python-standin failed"; }
+# install_extensions DATA VSIX...: into that code-server's extensions folder.
+install_extensions() {
+  local data=$1 vsix; shift
+  local args=()
+  for vsix in "$@"; do args+=(--install-extension "$vsix"); done
+  XDG_DATA_HOME="$data/xdg-data" XDG_CONFIG_HOME="$data/xdg-config" "$CODE_SERVER" --config /dev/null \
+    --user-data-dir "$data/ud" --extensions-dir "$data/ext" "${args[@]}" \
+    >> "$ART/install-extension.log" 2>&1 || { cat "$ART/install-extension.log"; die "installing $* failed"; }
+}
 
 TRUSTED="$WORK/trusted"
 user_settings "$TRUSTED" 0
-XDG_DATA_HOME="$TRUSTED/xdg-data" XDG_CONFIG_HOME="$TRUSTED/xdg-config" "$CODE_SERVER" --config /dev/null \
-  --user-data-dir "$TRUSTED/ud" --extensions-dir "$TRUSTED/ext" --install-extension "$VSIX" \
-  > "$ART/install-extension.log" 2>&1 || { cat "$ART/install-extension.log"; die "installing the .vsix failed"; }
-echo ".vsix installed: $(basename "$VSIX"); flash-and-verify steps: $([ "$FLASH" = 1 ] && echo on || echo off)"
+install_extensions "$TRUSTED" "$VSIX" "$STANDIN"
+echo ".vsix installed: $(basename "$VSIX") (and the ms-python.python stand-in); flash-and-verify steps: $([ "$FLASH" = 1 ] && echo on || echo off)"
 FIXPOINT_E2E_OUT="$ART/integration.json" FIXPOINT_E2E_MODE=trusted \
   start_code_server "$TRUSTED" --disable-workspace-trust "$WORK/ws-tests" || die "code-server did not come up"
 mark "workspaces + code-server start"
@@ -204,6 +218,7 @@ mark "workbench UI + screenshots"
 stage "Restricted Mode: an untrusted workspace gets diagnostics only"
 UNTRUSTED="$WORK/untrusted"
 user_settings "$UNTRUSTED" 1
+install_extensions "$UNTRUSTED" "$STANDIN"
 FIXPOINT_E2E_OUT="$ART/integration-untrusted.json" FIXPOINT_E2E_MODE=untrusted \
   start_code_server "$UNTRUSTED" "$WORK/ws-untrusted" || die "code-server (untrusted) did not come up"
 node "$EXT/test/e2e/run-extension-tests.js" "$EXT" "$EXT/out/test/integration/index.js" "$WORK/ws-untrusted" "$PORT" || rc=1

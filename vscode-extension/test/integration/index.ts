@@ -8,88 +8,10 @@ import * as fs from 'fs';
 import * as vscode from 'vscode';
 import type { FixpointApi } from '../../src/extension';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const TIMEOUT = 60_000;
-
-/** Thrown by a step that cannot run here: recorded as skipped with the reason. */
-class Skip extends Error {}
-
-interface Step { name: string; ok: boolean; ms: number; detail?: unknown; error?: string; skipped?: boolean }
-
-async function until<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, timeout = TIMEOUT): Promise<T> {
-  const end = Date.now() + timeout;
-  let last: unknown;
-  while (Date.now() < end) {
-    last = await probe();
-    if (last) return last as T;
-    await sleep(100);
-  }
-  throw new Error(`timed out after ${timeout} ms waiting for ${what}`);
-}
-
-/** A diagnostic's rule code: the server sends a codeDescription too, so VS Code holds {value, target}. */
-function codeOf(d: vscode.Diagnostic): string | undefined {
-  return typeof d.code === 'object' && d.code !== null ? String(d.code.value) : d.code === undefined ? undefined : String(d.code);
-}
-
-function fixpointDiagnostics(uri: vscode.Uri, code?: string): vscode.Diagnostic[] {
-  return vscode.languages.getDiagnostics(uri).filter((d) => d.source === 'fixpoint' && (code === undefined || codeOf(d) === code));
-}
-
-/** Command lines (from /proc) of the processes whose argv mentions `what` and that run in (or name) `text`. */
-function processesMentioning(text: string, what: string): string[] {
-  const found: string[] = [];
-  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
-      if (!cmd.includes(what)) continue;
-      const cwd = fs.readlinkSync(`/proc/${pid}/cwd`);
-      if (cmd.includes(text) || cwd === text || cwd.startsWith(text + '/')) found.push(`${pid}: ${cmd.slice(0, 160)}`);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return found;
-}
-
-function assert(condition: unknown, message: string): asserts condition {
-  if (!condition) throw new Error(message);
-}
-
-/** Wait for the server to go through a restart (triggered by `change`) and run again. */
-async function restarted(api: FixpointApi, change: () => Thenable<void> | Promise<void>, want: string = 'running'): Promise<string> {
-  const states: string[] = [];
-  const sub = api.server.onDidChangeState((s) => states.push(s));
-  try {
-    await change();
-    await until(`the server to restart into "${want}"`, () => states.includes('starting') && states[states.length - 1] === want)
-      .catch((e: Error) => { throw new Error(`${e.message}; states: ${states.join(' -> ') || 'none'}`); });
-    return states.join(' -> ');
-  } finally {
-    sub.dispose();
-  }
-}
-
-/** Runs one named step, records it in `steps` and logs it; a Skip is recorded as skipped, not failed. */
-function stepRunner(steps: Step[]): (name: string, fn: () => Promise<unknown>) => Promise<void> {
-  return async (name, fn) => {
-    const t = Date.now();
-    try {
-      const detail = await fn();
-      steps.push({ name, ok: true, ms: Date.now() - t, detail });
-      console.log(`ok    ${name} (${Date.now() - t} ms)`);
-    } catch (e) {
-      if (e instanceof Skip) {
-        steps.push({ name, ok: true, ms: Date.now() - t, skipped: true, detail: e.message });
-        console.log(`NOTE  skipped ${name}: ${e.message}`);
-        return;
-      }
-      steps.push({ name, ok: false, ms: Date.now() - t, error: String((e as Error)?.stack ?? e) });
-      console.log(`FAIL  ${name}: ${String(e)}`);
-      throw e;
-    }
-  };
-}
+import {
+  assert, codeOf, fixpointDiagnostics, processesMentioning, restarted, sleep, Step, stepRunner, until,
+} from './helpers';
+import { pythonExtensionSteps, pythonExtensionUntrustedStep } from './pythonext';
 
 export async function run(): Promise<void> {
   if (process.env.FIXPOINT_E2E_MODE === 'untrusted') return runUntrusted();
@@ -246,6 +168,8 @@ export async function run(): Promise<void> {
     } else {
       steps.push({ name: 'flash and verify on qemu-m4, show report, cancel: skipped (FIXPOINT_E2E_FLASH is not 1)', ok: true, ms: 0, skipped: true });
     }
+
+    await pythonExtensionSteps(step, api, folder.fsPath);
   } finally {
     // The workbench phase after this one shares the user settings.
     await config().update('severity.stale-generated', undefined, vscode.ConfigurationTarget.Global).then(undefined, () => undefined);
@@ -316,6 +240,8 @@ async function runUntrusted(): Promise<void> {
       assert(work && !fs.existsSync(`${work}/RAN-WORKSPACE-PYTHON`), 'the workspace .venv python was run');
       return check;
     });
+
+    await pythonExtensionUntrustedStep(step, api, folder.fsPath, work);
   } finally {
     const failed = steps.filter((s) => !s.ok).length;
     if (out) fs.writeFileSync(out, JSON.stringify({ ok: failed === 0, steps }, null, 2));
