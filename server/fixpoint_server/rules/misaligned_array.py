@@ -28,7 +28,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fixpoint_server.findings import Code, Edit, Finding, Fix, Severity
@@ -44,7 +44,7 @@ from fixpoint_server.rules.cmsis import (
     read_of,
 )
 from fixpoint_server.rules.context import CheckContext, FileKind, Reads
-from fixpoint_server.rules.incremental import C_KINDS, file_summaries, split_check
+from fixpoint_server.rules.incremental import ALL, C_KINDS, split_check
 from quantcore.targets.cores import Extension
 
 CODES = (Code.MISALIGNED_ARRAY,)
@@ -134,7 +134,7 @@ def check_file(ctx: CheckContext, path: Path, shared: _Shared) -> list[Finding]:
         findings.extend([found] if found is not None else [])
         total = ws.total_bytes(path, array)
         if total is not None and total > 0 and total % required:
-            sized = array.name in _sized_names(ctx, ws)
+            sized = _sized(ctx, array.name)
             findings.append(_padding_finding(ws, path, array, use.how, required, total, sized, policy))
     return findings
 
@@ -157,7 +157,7 @@ def _kernel_uses(ws: CWorkspace, extension: Extension | None) -> dict[str, Use]:
             read = read_of(call.name, role) if known else None
             _note(uses, name, Use(f"it is passed as {role} to {call.name}", read))
             passed_structs.setdefault(name, call.name)
-    for path in sorted(ws.files):
+    for path in ws.path_order():
         for assignment in ws.files[path].fields:
             name = referenced_name(assignment.value)
             kernel_name = passed_structs.get(assignment.var)
@@ -232,6 +232,10 @@ def _policy(ctx: CheckContext, ws: CWorkspace, path: Path) -> str | None:
 
 
 def _generated_folder(ctx: CheckContext) -> str | None:
+    return ctx.memo("generated-folder", lambda: _generated_relative(ctx))
+
+
+def _generated_relative(ctx: CheckContext) -> str | None:
     try:
         return ctx.project.generated.resolve().relative_to(ctx.root.resolve()).as_posix()
     except (ValueError, OSError):
@@ -437,17 +441,55 @@ def _append_zeros(ws: CWorkspace, path: Path, array: ArrayDef, extra: int) -> Ed
     return Edit(path, cfile.span(last + 1, last + 1), text)
 
 
-def _sized_names(ctx: CheckContext, ws: CWorkspace) -> set[str]:
-    """Names whose size the code takes (sizeof(x), ARRAY_SIZE(x) ...): padding those changes behaviour.
-    Found with str.find per word, and kept per file until it changes (a weights table is tens of MB)."""
-    names: set[str] = set()
-    for sized in file_summaries(ctx, "sized", _sized_of).values():
-        names.update(sized)
-    return names
+def _sized(ctx: CheckContext, name: str) -> bool:
+    """Whether some file takes the size of `name` (sizeof(x), ARRAY_SIZE(x) ...): padding it would change
+    what the code does. Only files whose text holds the name are searched for the size words (one
+    str.find in a weights table of tens of MB instead of one per word), and each file's answers are
+    kept until its facts change."""
+    if ctx.recorder is not None:
+        ctx.recorder.reads.add(("files", ALL))  # every file's text may hold it
+    return ctx.memo(("sized", name), lambda: _sized_anywhere(ctx, name))
 
 
-def _sized_of(cfile: CFile) -> frozenset[str]:
-    return frozenset(_sized_in(cfile.masked))
+def _sized_anywhere(ctx: CheckContext, name: str) -> bool:
+    recorder, ctx.recorder = ctx.recorder, None  # the workspace itself, not a file's recording view
+    try:
+        ws = c_workspace(ctx)
+    finally:
+        ctx.recorder = recorder
+    kept: dict[Path, _SizedIn] = ctx.cache.state("misaligned-sized", dict)
+    if len(kept) > len(ws.files):
+        for path in [p for p in kept if p not in ws.files]:
+            del kept[path]
+    for path in ws.order:
+        cfile = ws.files[path]
+        known = kept.get(path)
+        if known is None or known.cfile is not cfile:
+            known = kept[path] = _SizedIn(cfile)
+        if known.holds(name):
+            return True
+    return False
+
+
+@dataclass
+class _SizedIn:
+    """What one file's facts say about names whose size the code takes."""
+
+    cfile: CFile
+    answers: dict[str, bool] = field(default_factory=dict)
+    names: frozenset[str] | None = None
+    """Every name the file takes the size of (found once, when a name it holds is asked about)."""
+
+    def holds(self, name: str) -> bool:
+        answer = self.answers.get(name)
+        if answer is None:
+            if name in self.cfile.masked:
+                self.names = frozenset(_sized_in(self.cfile.masked)) if self.names is None else self.names
+                answer = name in self.names
+            else:
+                answer = False
+            self.answers[name] = answer
+        return answer
 
 
 def _sized_in(text: str) -> Iterator[str]:

@@ -105,7 +105,7 @@ def check(ctx: CheckContext) -> list[Finding]:
 
 def _struct_offsets(ws: CWorkspace, layers: Layers) -> Iterator[_Offset]:
     users = _struct_users(ws)
-    for path in sorted(ws.files):
+    for path in ws.path_order():
         for assignment in ws.files[path].fields:
             name = _field_name(assignment)
             if name not in _STRUCT_FIELDS or assignment.int_value is None:
