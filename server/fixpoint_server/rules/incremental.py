@@ -188,6 +188,14 @@ class LiveWorkspace(CWorkspace):
             self._merge("fields", name, self._fields)
         return touched
 
+    def changed_since(self, update: int, known: Iterable[Path]) -> list[frozenset[Path]]:
+        """The files each update after `update` changed (every file, and the `known` ones, when the
+        log no longer reaches back that far)."""
+        since = [paths for at, paths in self.log if at > update]
+        if update != self.updates and (not self.log or self.log[0][0] > update + 1):
+            since = [frozenset(self.files) | frozenset(known)]  # too far behind the log: every file
+        return since
+
     def calls(self) -> Iterator[tuple[Path, CallSite]]:
         return iter(self._flattened()[0])
 
@@ -467,10 +475,7 @@ def _summaries(ctx: CheckContext, name: str, compute: Callable[[Path, CFile], T]
     if not isinstance(ws, LiveWorkspace):
         return {path: compute(path, cfile) for path, cfile in ws.files.items()}
     kept: _Kept[T] = ctx.cache.state(f"summary-{name}", _Kept)
-    since = [paths for update, paths in ws.log if update > kept.at]
-    if kept.at != ws.updates and (not ws.log or ws.log[0][0] > kept.at + 1):
-        since = [frozenset(ws.files) | frozenset(kept.values)]  # too far behind the log: every file
-    for paths in since:
+    for paths in ws.changed_since(kept.at, kept.values):
         for path in paths:
             cfile = ws.files.get(path)
             if cfile is None:

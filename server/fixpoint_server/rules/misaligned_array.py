@@ -44,7 +44,7 @@ from fixpoint_server.rules.cmsis import (
     read_of,
 )
 from fixpoint_server.rules.context import CheckContext, FileKind, Reads
-from fixpoint_server.rules.incremental import ALL, C_KINDS, split_check
+from fixpoint_server.rules.incremental import ALL, C_KINDS, LiveWorkspace, split_check
 from quantcore.targets.cores import Extension
 
 CODES = (Code.MISALIGNED_ARRAY,)
@@ -457,18 +457,34 @@ def _sized_anywhere(ctx: CheckContext, name: str) -> bool:
         ws = c_workspace(ctx)
     finally:
         ctx.recorder = recorder
-    kept: dict[Path, _SizedIn] = ctx.cache.state("misaligned-sized", dict)
-    if len(kept) > len(ws.files):
-        for path in [p for p in kept if p not in ws.files]:
-            del kept[path]
-    for path in ws.order:
-        cfile = ws.files[path]
-        known = kept.get(path)
-        if known is None or known.cfile is not cfile:
-            known = kept[path] = _SizedIn(cfile)
-        if known.holds(name):
-            return True
-    return False
+    if not isinstance(ws, LiveWorkspace):
+        return any(_SizedIn(cfile).holds(name) for cfile in ws.files.values())
+    kept = ctx.cache.state("misaligned-sized", _SizedKept)
+    for paths in ws.changed_since(kept.at, kept.files):
+        for path in paths:
+            kept.files.pop(path, None)
+            for holding in kept.holding.values():
+                holding.discard(path)
+            cfile = ws.files.get(path)
+            if cfile is not None:
+                sized = kept.files[path] = _SizedIn(cfile)
+                for other, holding in kept.holding.items():
+                    if sized.holds(other):
+                        holding.add(path)
+    kept.at = ws.updates
+    if name not in kept.holding:
+        kept.holding[name] = {path for path, sized in kept.files.items() if sized.holds(name)}
+    return bool(kept.holding[name])
+
+
+@dataclass
+class _SizedKept:
+    """Per file what it says about sizeof'd names, and per name asked the files taking its size, as of
+    the live workspace's update `at`."""
+
+    at: int = -1
+    files: dict[Path, _SizedIn] = field(default_factory=dict)
+    holding: dict[str, set[Path]] = field(default_factory=dict)
 
 
 @dataclass
@@ -476,20 +492,15 @@ class _SizedIn:
     """What one file's facts say about names whose size the code takes."""
 
     cfile: CFile
-    answers: dict[str, bool] = field(default_factory=dict)
     names: frozenset[str] | None = None
     """Every name the file takes the size of (found once, when a name it holds is asked about)."""
 
     def holds(self, name: str) -> bool:
-        answer = self.answers.get(name)
-        if answer is None:
-            if name in self.cfile.masked:
-                self.names = frozenset(_sized_in(self.cfile.masked)) if self.names is None else self.names
-                answer = name in self.names
-            else:
-                answer = False
-            self.answers[name] = answer
-        return answer
+        if name not in self.cfile.masked:  # one str.find; most files never name the array
+            return False
+        if self.names is None:
+            self.names = frozenset(_sized_in(self.cfile.masked))
+        return name in self.names
 
 
 def _sized_in(text: str) -> Iterator[str]:
