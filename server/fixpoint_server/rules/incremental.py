@@ -141,6 +141,8 @@ class LiveWorkspace(CWorkspace):
         super().__init__({})
         self._keys: list[str] = []
         self._flat: tuple[list[tuple[Path, CallSite]], list[tuple[Path, ArrayDef]]] | None = None
+        self._flat_keys: tuple[list[str], list[str]] = ([], [])
+        """The path key of each entry of `_flat`'s lists (sorted, as `_keys`): where a file's part is."""
         self.updates = 0
         """How many updates changed a file; `log` holds the files each of the last ones changed."""
         self.log: list[tuple[int, frozenset[Path]]] = []
@@ -175,7 +177,7 @@ class LiveWorkspace(CWorkspace):
             self.files[path] = cfile
             self._learn(key, path, cfile, touched)
         if touched.paths:
-            self._flat = None
+            self._reflatten(touched.paths)
             self.updates += 1
             self.log = [*self.log[-63:], (self.updates, frozenset(touched.paths))]
             if list(self.files) != self.order:  # a file added: keep `files` in path order, as CWorkspace's
@@ -203,15 +205,26 @@ class LiveWorkspace(CWorkspace):
         return iter(self._flattened()[1])
 
     def _flattened(self) -> tuple[list[tuple[Path, CallSite]], list[tuple[Path, ArrayDef]]]:
-        """Every file's calls and arrays in path order, listed once per change (three rules walk them
-        on every check)."""
+        """Every file's calls and arrays in path order (three rules walk them on every check), listed
+        once and then updated where the files that changed have theirs."""
         len(self.order)  # in a recording view: a read of every file
         if self._flat is None:
             files = self.files
             calls = [(path, call) for path in self.order for call in files[path].calls]
             arrays = [(path, array) for path in self.order for array in files[path].arrays]
             self._flat = (calls, arrays)
+            self._flat_keys = ([str(p) for p, _ in calls], [str(p) for p, _ in arrays])
         return self._flat
+
+    def _reflatten(self, paths: Iterable[Path]) -> None:
+        """Replace the changed files' parts of the flat lists (a slice each: no pass over every file)."""
+        if self._flat is None:
+            return
+        calls, arrays = self._flat
+        for path in paths:
+            cfile = self.files.get(path)
+            _replace_part(calls, self._flat_keys[0], path, cfile.calls if cfile is not None else [])
+            _replace_part(arrays, self._flat_keys[1], path, cfile.arrays if cfile is not None else [])
 
     def _forget(self, key: str, cfile: CFile, touched: Touched) -> None:
         for what, names, into in self._contributions(cfile, touched):
@@ -262,6 +275,14 @@ class LiveWorkspace(CWorkspace):
         seen._fields = _Recording(self._fields, "fields", recorder)  # type: ignore[assignment]
         seen.order = _RecordingOrder(self.order, recorder)  # type: ignore[assignment]
         return seen
+
+
+def _replace_part(entries: list[tuple[Path, T]], keys: list[str], path: Path, facts: Sequence[T]) -> None:
+    """Put `facts` of `path` where its entries are in the path-sorted `entries` (with their `keys`)."""
+    key = str(path)
+    at, end = bisect.bisect_left(keys, key), bisect.bisect_right(keys, key)
+    entries[at:end] = [(path, fact) for fact in facts]
+    keys[at:end] = [key] * len(facts)
 
 
 def live_workspace(ctx: CheckContext) -> CWorkspace:

@@ -44,7 +44,7 @@ from fixpoint_server.rules.cmsis import (
     read_of,
 )
 from fixpoint_server.rules.context import CheckContext, FileKind, Reads
-from fixpoint_server.rules.incremental import ALL, C_KINDS, LiveWorkspace, split_check
+from fixpoint_server.rules.incremental import ALL, C_KINDS, LiveWorkspace, file_summaries, split_check
 from quantcore.targets.cores import Extension
 
 CODES = (Code.MISALIGNED_ARRAY,)
@@ -108,7 +108,7 @@ class _Shared:
 
 def prepare(ctx: CheckContext) -> _Shared:
     core = configured_core(ctx)
-    return _Shared(_kernel_uses(c_workspace(ctx), core.extension), core)
+    return _Shared(_kernel_uses(ctx, c_workspace(ctx), core.extension), core)
 
 
 def check_file(ctx: CheckContext, path: Path, shared: _Shared) -> list[Finding]:
@@ -139,37 +139,58 @@ def check_file(ctx: CheckContext, path: Path, shared: _Shared) -> list[Finding]:
     return findings
 
 
-def _kernel_uses(ws: CWorkspace, extension: Extension | None) -> dict[str, Use]:
+def _kernel_uses(ctx: CheckContext, ws: CWorkspace, extension: Extension | None) -> dict[str, Use]:
     """Array name -> how a kernel call reaches it (as an argument, or through a struct's field) and reads
-    it; of several uses, the one with the widest loads."""
+    it; of several uses, the one with the widest loads. Each file's part is kept until the file changes
+    (_UsesIn), so a keystroke merges those of the few files with kernel calls or fields, not 2,000
+    files' facts."""
+    summaries = file_summaries(ctx, "misaligned-uses", _UsesIn.of)
     uses: dict[str, Use] = {}
     passed_structs: dict[str, str] = {}
-    for _, call in ws.calls():
-        if not is_kernel(call.name):
-            continue
-        kernel = KERNELS.get(call.name)
-        for index, arg in enumerate(call.args):
-            name = referenced_name(arg.text)
-            if name is None:
-                continue
-            known = kernel is not None and index < len(kernel.params)
-            role = kernel.params[index] if kernel is not None and known else f"argument {index + 1}"
-            read = read_of(call.name, role) if known else None
-            _note(uses, name, Use(f"it is passed as {role} to {call.name}", read))
-            passed_structs.setdefault(name, call.name)
+    for path in ws.order:  # the calls in path order, as ws.calls() gives them
+        for name, use, kernel_name in summaries[path].calls:
+            _note(uses, name, use)
+            passed_structs.setdefault(name, kernel_name)
     for path in ws.path_order():
-        for assignment in ws.files[path].fields:
-            name = referenced_name(assignment.value)
-            kernel_name = passed_structs.get(assignment.var)
-            cmsis_type = (assignment.struct_type or "").startswith("cmsis_nn_")
-            if name is None or not assignment.field or not (kernel_name or cmsis_type):
+        for name, var, field_name, struct_type in summaries[path].fields:
+            passed_to = passed_structs.get(var)
+            if not (passed_to or (struct_type or "").startswith("cmsis_nn_")):
                 continue
-            via = f", passed to {kernel_name}" if kernel_name else ""
-            how = f"the kernels read it through {assignment.var}.{assignment.field}{via}"
-            _note(
-                uses, name, _field_use(how, kernel_name, assignment.struct_type, assignment.field, extension)
-            )
+            via = f", passed to {passed_to}" if passed_to else ""
+            how = f"the kernels read it through {var}.{field_name}{via}"
+            _note(uses, name, _field_use(how, passed_to, struct_type, field_name, extension))
     return uses
+
+
+@dataclass(frozen=True)
+class _UsesIn:
+    """One file's part of the kernel uses: what its kernel calls pass (name, use, kernel), and its field
+    assignments that name an array (name, struct variable, field, struct type)."""
+
+    calls: tuple[tuple[str, Use, str], ...]
+    fields: tuple[tuple[str, str, str, str | None], ...]
+
+    @classmethod
+    def of(cls, cfile: CFile) -> _UsesIn:
+        calls = []
+        for call in cfile.calls:
+            if not is_kernel(call.name):
+                continue
+            kernel = KERNELS.get(call.name)
+            for index, arg in enumerate(call.args):
+                name = referenced_name(arg.text)
+                if name is None:
+                    continue
+                known = kernel is not None and index < len(kernel.params)
+                role = kernel.params[index] if kernel is not None and known else f"argument {index + 1}"
+                read = read_of(call.name, role) if known else None
+                calls.append((name, Use(f"it is passed as {role} to {call.name}", read), call.name))
+        fields = []
+        for assignment in cfile.fields:
+            name = referenced_name(assignment.value)
+            if name is not None and assignment.field:
+                fields.append((name, assignment.var, assignment.field, assignment.struct_type))
+        return cls(tuple(calls), tuple(fields))
 
 
 def _field_use(
