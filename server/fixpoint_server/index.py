@@ -205,8 +205,9 @@ class WorkspaceIndex:
         read - then `problem(path)` says why)."""
         with self._lock:
             doc = self.open_docs.get(path)
-        if doc is not None:
-            return doc[1]
+        return doc[1] if doc is not None else self._read_disk(path)
+
+    def _read_disk(self, path: Path) -> str | None:
         try:
             stat = path.stat()  # a stat never blocks, even on a FIFO; reading is untrusted.read_bytes's job
         except OSError:
@@ -232,9 +233,11 @@ class WorkspaceIndex:
         """Changes whenever read(path) may: the editor's version of an open document, else mtime + size."""
         with self._lock:
             doc = self.open_docs.get(path)
+        return _doc_version(doc) if doc is not None else self._disk_version(path)
+
+    def _disk_version(self, path: Path) -> str:
+        with self._lock:
             cached = self._disk.get(path)
-        if doc is not None:
-            return f"open:{doc[0]}:{len(doc[1])}"
         if cached is not None:
             return f"disk:{cached.mtime_ns}:{cached.size}"
         try:
@@ -244,13 +247,30 @@ class WorkspaceIndex:
         return f"disk:{stat.st_mtime_ns}:{stat.st_size}"
 
     def context(self) -> CheckContext:
+        """A snapshot for a check: the files listed and the open documents' texts as of now, so an edit
+        arriving while the check runs is not half seen (a document's text from before it, its version
+        from after, would file old facts under the new version)."""
         with self._lock:
             files = dict(self.files)
+            docs = dict(self.open_docs)
             listing = max(self._last["listing"], self._last["scan"])
+
+        def read(path: Path) -> str | None:
+            doc = docs.get(path)
+            return doc[1] if doc is not None else self._read_disk(path)
+
+        def version(path: Path) -> str:
+            doc = docs.get(path)
+            return _doc_version(doc) if doc is not None else self._disk_version(path)
+
         return CheckContext(
-            self.root, self.project, files, self.read, self.cache, self.version,
+            self.root, self.project, files, read, self.cache, version,
             problem=self.problem, notes=self.notes, listing=listing,
         )  # fmt: skip
+
+
+def _doc_version(doc: tuple[int, str]) -> str:
+    return f"open:{doc[0]}:{len(doc[1])}"
 
 
 def _plain_file(path: Path) -> bool:
