@@ -60,3 +60,7 @@ class UnsupportedError(ModelError):
 class OutputError(QuantcoreError):
     """An output cannot be written (a read-only folder, a full disk, a file where a folder must be);
     the message names the path, and says that nothing was changed when that is so."""
+
+
+TORCH_MISSING = "PyTorch is not installed; install Fixpoint's torch extra: pip install 'fixpoint[torch]'"
+"""What every command that needs torch says when it cannot be imported (qat, the torch importer)."""

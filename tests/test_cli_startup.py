@@ -23,8 +23,7 @@ import onnx
 import pytest
 
 from quantcore import cli
-from quantcore.commands.qat import TORCH_MISSING
-from quantcore.errors import CmsisNnNotFound
+from quantcore.errors import TORCH_MISSING, CmsisNnNotFound
 from quantcore.kernels.requantize import Rounding
 from tests.onnx_models import small_cnn
 

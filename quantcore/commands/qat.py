@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from quantcore.commands import _args
-from quantcore.errors import InputError
+from quantcore.errors import TORCH_MISSING, InputError
 
-TORCH_MISSING = "PyTorch is not installed; install Fixpoint's torch extra: pip install 'fixpoint[torch]'"
 """What `fixpoint qat` says without torch (pyproject.toml's optional dependency "torch")."""
 
 DEFAULT_CALIB_SAMPLES = 1000

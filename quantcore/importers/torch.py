@@ -24,7 +24,7 @@ from typing import Any
 
 from quantcore import limits, untrusted
 from quantcore.display import said, shown
-from quantcore.errors import ModelError
+from quantcore.errors import TORCH_MISSING, ModelError
 from quantcore.importers import _onnx_load
 from quantcore.importers._isolated import isolated
 from quantcore.importers.onnx import _import
@@ -45,9 +45,7 @@ def _torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise ModelError(
-            "torch", "PyTorch is not installed; install Fixpoint's torch extra: pip install 'fixpoint[torch]'"
-        ) from None
+        raise ModelError("torch", TORCH_MISSING) from None
     return torch
 
 

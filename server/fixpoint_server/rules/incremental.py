@@ -485,14 +485,20 @@ def file_summaries_by_path(
     return ctx.memo(("file-summaries", name), lambda: _summaries(ctx, name, compute))
 
 
-def _summaries(ctx: CheckContext, name: str, compute: Callable[[Path, CFile], T]) -> dict[Path, T]:
+def whole_workspace(ctx: CheckContext) -> CWorkspace:
+    """The C workspace itself, not a file's recording view: for what is kept per file across checks
+    (the caller records that it reads every file)."""
     from fixpoint_server.rules.cmsis import c_workspace
 
-    recorder, ctx.recorder = ctx.recorder, None  # the workspace itself, not a file's recording view
+    recorder, ctx.recorder = ctx.recorder, None
     try:
-        ws = c_workspace(ctx)
+        return c_workspace(ctx)
     finally:
         ctx.recorder = recorder
+
+
+def _summaries(ctx: CheckContext, name: str, compute: Callable[[Path, CFile], T]) -> dict[Path, T]:
+    ws = whole_workspace(ctx)
     if not isinstance(ws, LiveWorkspace):
         return {path: compute(path, cfile) for path, cfile in ws.files.items()}
     kept: _Kept[T] = ctx.cache.state(f"summary-{name}", _Kept)

@@ -44,7 +44,14 @@ from fixpoint_server.rules.cmsis import (
     read_of,
 )
 from fixpoint_server.rules.context import CheckContext, FileKind, Reads
-from fixpoint_server.rules.incremental import ALL, C_KINDS, LiveWorkspace, file_summaries, split_check
+from fixpoint_server.rules.incremental import (
+    ALL,
+    C_KINDS,
+    LiveWorkspace,
+    file_summaries,
+    split_check,
+    whole_workspace,
+)
 from quantcore.targets.cores import Extension
 
 CODES = (Code.MISALIGNED_ARRAY,)
@@ -473,11 +480,7 @@ def _sized(ctx: CheckContext, name: str) -> bool:
 
 
 def _sized_anywhere(ctx: CheckContext, name: str) -> bool:
-    recorder, ctx.recorder = ctx.recorder, None  # the workspace itself, not a file's recording view
-    try:
-        ws = c_workspace(ctx)
-    finally:
-        ctx.recorder = recorder
+    ws = whole_workspace(ctx)
     if not isinstance(ws, LiveWorkspace):
         return any(_SizedIn(cfile).holds(name) for cfile in ws.files.values())
     kept = ctx.cache.state("misaligned-sized", _SizedKept)
