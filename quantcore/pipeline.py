@@ -126,8 +126,20 @@ def load_model(path: str | Path, batch: int = 1) -> LoadedModel:
     if _is_tflite(path, source.data):
         graph = isolated(str(path), lambda: _prepared_tflite(source, path))
         return LoadedModel(path, graph, IrFloat(graph))
+    _import_onnx_modules()
     graph, inlined = isolated(str(path), lambda: _prepared(source, batch, path))
     return LoadedModel(path, graph, OnnxFloat(source.data if inlined is None else inlined, graph))
+
+
+def _import_onnx_modules() -> None:
+    """Import onnx and onnxruntime here, before the fork: the child inherits them instead of importing
+    them itself, and this process needs both anyway (its own onnxruntime session runs the float model).
+    Importing them runs none of their C++ on the model: only the child parses and checks its bytes.
+    Imported in the child alone they cost the process ~1 s twice (onnx's import of ml_dtypes takes 0.8 s
+    of that, registering its numpy casts)."""
+    import onnxruntime  # noqa: F401
+
+    import quantcore.importers.onnx  # noqa: F401 - imports onnx
 
 
 def _prepared(source: Source, batch: int, path: Path) -> tuple[Graph, bytes | None]:
@@ -149,10 +161,12 @@ def _is_tflite(path: Path, data: bytes) -> bool:
     .tflite is TFLite (a wrong identifier is then reported as not a TFLite model); any other name is
     decided by the content: TFLite's flatbuffer identifier "TFL3" at bytes 4..8, which an ONNX protobuf
     does not carry there."""
+    suffix = path.suffix.lower()
+    if suffix in (".onnx", ".tflite"):
+        return suffix == ".tflite"  # the TFLite reader (0.2 s of imports) is not loaded for an .onnx
     from quantcore.importers.tflite import is_tflite
 
-    suffix = path.suffix.lower()
-    return suffix == ".tflite" or (suffix != ".onnx" and is_tflite(data))
+    return is_tflite(data)
 
 
 def _prepared_tflite(source: Source, path: Path) -> Graph:
