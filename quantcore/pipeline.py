@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -206,6 +206,7 @@ def quantize(
     model as it is (no transform). Within each, the average pools worth running as depthwise convolutions
     are chosen first (quantcore/quantize/lowering.py), on the same samples."""
     _check_pool_option(model, options)
+    check_layer_methods(model, options.per_layer, "per_layer")
     plan = _calibration_plan(options)
     # The pools are substituted here, by lowering's rule, not by quantize_graph's default.
     config = QuantConfig(options.per_channel, options.rounding, options.int16_layers, lower_pools=False)
@@ -278,6 +279,23 @@ def _score(selection: _Selection, candidate: _Candidate) -> float:
     if candidate.qgraph is pools.qgraph and pools.sqnr is not None:
         return pools.sqnr
     return selection.sqnr(candidate.qgraph)
+
+
+def check_layer_methods(model: LoadedModel, names: Iterable[str], what: str) -> None:
+    """Refuse, before any work, a per-layer method for a name that is neither a layer (node) of the
+    prepared graph nor one of its activation tensors; the message lists the names that are."""
+    from quantcore.display import quoted
+
+    layers = [node.name for node in model.graph.nodes]
+    tensors = [t.name for t in model.graph.activations()]
+    known = {*layers, *tensors}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise InputError(
+            f"{model.path.name}: {what} {', '.join(quoted(n) for n in unknown)}: no layer or activation"
+            f" tensor of that name; layers: {', '.join(quoted(n) for n in layers)}; tensors:"
+            f" {', '.join(quoted(n) for n in tensors)}"
+        )
 
 
 def _check_pool_option(model: LoadedModel, options: QuantizeOptions) -> None:
