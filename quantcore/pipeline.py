@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,8 +126,20 @@ def load_model(path: str | Path, batch: int = 1) -> LoadedModel:
     if _is_tflite(path, source.data):
         graph = isolated(str(path), lambda: _prepared_tflite(source, path))
         return LoadedModel(path, graph, IrFloat(graph))
+    _import_onnx_modules()
     graph, inlined = isolated(str(path), lambda: _prepared(source, batch, path))
     return LoadedModel(path, graph, OnnxFloat(source.data if inlined is None else inlined, graph))
+
+
+def _import_onnx_modules() -> None:
+    """Import onnx and onnxruntime here, before the fork: the child inherits them instead of importing
+    them itself, and this process needs both anyway (its own onnxruntime session runs the float model).
+    Importing them runs none of their C++ on the model: only the child parses and checks its bytes.
+    Imported in the child alone they cost the process ~1 s twice (onnx's import of ml_dtypes takes 0.8 s
+    of that, registering its numpy casts)."""
+    import onnxruntime  # noqa: F401
+
+    import quantcore.importers.onnx  # noqa: F401 - imports onnx
 
 
 def _prepared(source: Source, batch: int, path: Path) -> tuple[Graph, bytes | None]:
@@ -149,10 +161,12 @@ def _is_tflite(path: Path, data: bytes) -> bool:
     .tflite is TFLite (a wrong identifier is then reported as not a TFLite model); any other name is
     decided by the content: TFLite's flatbuffer identifier "TFL3" at bytes 4..8, which an ONNX protobuf
     does not carry there."""
+    suffix = path.suffix.lower()
+    if suffix in (".onnx", ".tflite"):
+        return suffix == ".tflite"  # the TFLite reader (0.2 s of imports) is not loaded for an .onnx
     from quantcore.importers.tflite import is_tflite
 
-    suffix = path.suffix.lower()
-    return suffix == ".tflite" or (suffix != ".onnx" and is_tflite(data))
+    return is_tflite(data)
 
 
 def _prepared_tflite(source: Source, path: Path) -> Graph:
@@ -192,6 +206,7 @@ def quantize(
     model as it is (no transform). Within each, the average pools worth running as depthwise convolutions
     are chosen first (quantcore/quantize/lowering.py), on the same samples."""
     _check_pool_option(model, options)
+    check_layer_methods(model, options.per_layer, "per_layer")
     plan = _calibration_plan(options)
     # The pools are substituted here, by lowering's rule, not by quantize_graph's default.
     config = QuantConfig(options.per_channel, options.rounding, options.int16_layers, lower_pools=False)
@@ -264,6 +279,23 @@ def _score(selection: _Selection, candidate: _Candidate) -> float:
     if candidate.qgraph is pools.qgraph and pools.sqnr is not None:
         return pools.sqnr
     return selection.sqnr(candidate.qgraph)
+
+
+def check_layer_methods(model: LoadedModel, names: Iterable[str], what: str) -> None:
+    """Refuse, before any work, a per-layer method for a name that is neither a layer (node) of the
+    prepared graph nor one of its activation tensors; the message lists the names that are."""
+    from quantcore.display import quoted
+
+    layers = [node.name for node in model.graph.nodes]
+    tensors = [t.name for t in model.graph.activations()]
+    known = {*layers, *tensors}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise InputError(
+            f"{model.path.name}: {what} {', '.join(quoted(n) for n in unknown)}: no layer or activation"
+            f" tensor of that name; layers: {', '.join(quoted(n) for n in layers)}; tensors:"
+            f" {', '.join(quoted(n) for n in tensors)}"
+        )
 
 
 def _check_pool_option(model: LoadedModel, options: QuantizeOptions) -> None:

@@ -207,3 +207,34 @@ def test_evaluate_refuses_parameters_of_another_model(workdir: Path, capsys) -> 
     )
     err = capsys.readouterr().err
     assert "for_cnn.json: made from a model with sha256" in err and "re-run fixpoint quantize" in err
+
+
+def test_layer_method_takes_a_tensor_name_such_as_the_input(workdir: Path) -> None:
+    params = workdir / "input_method.json"
+    args = ["quantize", str(workdir / "cnn.onnx"), "--calib", str(workdir / "calib.npz")]
+    assert main([*args, "--layer-method", "x=percentile", "-o", str(params)]) == 0
+    doc = params_json.load(params)
+    assert doc["calibration"]["per_layer"] == {"x": "percentile"}
+    assert doc["tensors"]["x"]["method"] == "percentile" and doc["tensors"]["relu1"]["method"] == "minmax"
+
+
+def test_layer_method_refuses_an_unknown_name_before_reading_the_data(workdir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    params = workdir / "never_written.json"
+    # The data file does not exist: the name is refused first, so its absence is never reported.
+    args = ["quantize", str(workdir / "cnn.onnx"), "--calib", str(workdir / "missing.npz")]
+    assert main([*args, "--layer-method", "conv9=mse", "-o", str(params)]) == 2
+    assert capsys.readouterr().err == (
+        "fixpoint quantize: cnn.onnx: --layer-method 'conv9': no layer or activation tensor of that name;"
+        " layers: 'conv1', 'pool1', 'dwconv', 'pwconv', 'gap', 'flatten', 'fc', 'softmax'; tensors: 'x',"
+        " 'relu1', 'pool1', 'relu6', 'relu2', 'gap', 'flat', 'logits', 'probs'\n"
+    )
+    assert not params.exists()
+
+
+def test_layer_method_refuses_an_unknown_method(workdir: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    args = ["quantize", str(workdir / "cnn.onnx"), "--calib", str(workdir / "calib.npz")]
+    assert main([*args, "--layer-method", "input=kl", "-o", str(workdir / "never.json")]) == 2
+    assert capsys.readouterr().err == (
+        "fixpoint quantize: --layer-method 'input=kl': unknown method 'kl' (one of minmax, percentile,"
+        " entropy, mse)\n"
+    )

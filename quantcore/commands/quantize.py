@@ -16,6 +16,8 @@ from quantcore.errors import InputError
 from quantcore.kernels.rounding import Rounding
 from quantcore.targets.cores import Core
 
+METHODS = ("minmax", "percentile", "entropy", "mse")
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
@@ -29,7 +31,7 @@ def register(sub: Any) -> None:
         metavar="DATA",
         help=".npy/.npz (array x) or a folder of images; not needed for an int8 .tflite",
     )
-    p.add_argument("--method", choices=["minmax", "percentile", "entropy", "mse"], default="minmax")
+    p.add_argument("--method", choices=METHODS, default="minmax")
     p.add_argument(
         "--percentile", type=_args.PERCENTILE, default=99.999, help="for --method percentile (default 99.999)"
     )
@@ -124,16 +126,25 @@ def run(args: argparse.Namespace) -> int:
             f"{args.model}: a float model needs --calib DATA (representative inputs) to choose its"
             " activation ranges; only an int8 .tflite (TensorFlow's full-integer converter) brings its own"
         )
-    calib = pipeline.load_data(args.calib, model.graph)
-    if args.samples:
-        calib = calib.head(args.samples)
     per_layer = {}
     for item in args.layer_method:
         layer, _, method = item.partition("=")
         if not method:
             print(f"fixpoint quantize: --layer-method {item!r}: expected LAYER=METHOD", file=sys.stderr)
             return 2
+        if method not in METHODS:
+            print(
+                f"fixpoint quantize: --layer-method {item!r}: unknown method {method!r} (one of"
+                f" {', '.join(METHODS)})",
+                file=sys.stderr,
+            )
+            return 2
         per_layer[layer] = _method(method, args.percentile)
+    # Before the data is read and anything calibrated: a misspelt name costs nothing.
+    pipeline.check_layer_methods(model, per_layer, "--layer-method")
+    calib = pipeline.load_data(args.calib, model.graph)
+    if args.samples:
+        calib = calib.head(args.samples)
     options = pipeline.QuantizeOptions(
         method=_method(args.method, args.percentile),
         per_layer=per_layer,

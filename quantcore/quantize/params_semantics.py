@@ -222,10 +222,14 @@ def _check_layer_channels(doc: Doc, layer: Doc, at: JsonPath, output_name: str) 
 def _check_calibration(doc: Doc) -> Iterator[Problem]:
     calibration = doc["calibration"]
     per_layer = calibration.get("per_layer", {})
-    layer_names = {layer["name"] for layer in doc["layers"]}
+    # `--layer-method` takes a layer's name or an activation tensor's (the model's input has no layer).
+    names = {layer["name"] for layer in doc["layers"]} | set(doc["tensors"])
     for name in per_layer:
-        if name not in layer_names:
-            yield Problem.at(("calibration", "per_layer", name), f"no layer named {quoted(name)} in $.layers")
+        if name not in names:
+            yield Problem.at(
+                ("calibration", "per_layer", name),
+                f"no layer or tensor named {quoted(name)} in $.layers or $.tensors",
+            )
     uses_percentile = "percentile" in (calibration["method"], *per_layer.values())
     if uses_percentile and "percentile" not in calibration:
         yield Problem.at(

@@ -595,7 +595,7 @@ RULES = [
     case(
         "per-layer-name",
         {"calibration/per_layer/conv9": "mse"},
-        '$.calibration.per_layer.conv9: no layer named "conv9" in $.layers',
+        '$.calibration.per_layer.conv9: no layer or tensor named "conv9" in $.layers or $.tensors',
     ),
     case(
         "activation-dtype",
