@@ -4,9 +4,14 @@ the same bytes: 1x1, 1xN) and arm_depthwise_conv_s8 (and its _opt / 3x3 variants
 Arithmetic per output element, as the C does it:
     acc = bias[o] + sum((x + input_offset) * w)          int32, padding contributes 0
     out = clamp(requantize(acc, multiplier[o], shift[o]) + output_offset, act_min, act_max)
-The sum is computed as an im2col matrix product in float64: every operand and every partial sum is an
-integer below 2^53 (|x + offset| <= 255, |w| <= 128, so K products stay below 2^15 * K), hence exact,
-and BLAS makes it fast. The result is then wrapped to int32 as C's accumulator would be.
+The sum is computed as an im2col matrix product in floating point, exact because every operand and every
+partial sum is an integer the format holds: in any summation order a partial sum's magnitude is at most
+    bound = max |x + input_offset| * max over o of sum_k |w[k, o]|
+so float32 is exact when bound <= 2^24 (its integers are exact up to 2^24, and a fused multiply-add rounds
+once, to an exact value), float64 always (bound < 2^15 * K < 2^53 for any real K). `exact_float` picks the
+narrower one per call - half the memory traffic and twice BLAS's speed - and the per-sample tests hold
+both paths to the same bytes. The result is then wrapped to int32 as C's accumulator would be (a no-op
+when bound + max |bias| < 2^31, which `finish_s8` skips).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ Pair = tuple[int, int]
 
 # Bound on the float64 im2col matrix built at once; larger batches are processed in slices.
 _IM2COL_BYTES = 64 * 2**20
+# Integers of magnitude up to 2^24 are exact in float32.
+_F32_EXACT = 2**24
 
 
 def convolve_s8(
@@ -124,42 +131,77 @@ def check_offsets(args: Args, input_offset: Any, output_offset: Any) -> tuple[in
     )
 
 
+def exact_float(x: Int8Array, offset: int, w_abs_sums: npt.NDArray[np.int64]) -> type[np.floating[Any]]:
+    """float32 when every partial sum of (x + offset) * w is an integer of magnitude <= 2^24 (exact in
+    float32 in any order), else float64; `w_abs_sums` holds sum_k |w[k, o]| per output channel."""
+    return np.float32 if accumulator_bound(x, offset, w_abs_sums) <= _F32_EXACT else np.float64
+
+
+def accumulator_bound(x: Int8Array, offset: int, w_abs_sums: npt.NDArray[np.int64]) -> int:
+    """Largest |partial sum| of (x + offset) * w that any output channel can reach on this input."""
+    if x.size == 0 or w_abs_sums.size == 0:
+        return 0
+    widest = max(abs(int(x.min()) + offset), abs(int(x.max()) + offset))
+    return widest * int(w_abs_sums.max())
+
+
 def _conv_accumulate(
     x: Int8Array, weights: Int8Array, groups: int, window: Window, hw: Pair, input_offset: int
 ) -> npt.NDArray[np.int64]:
     """sum((x + input_offset) * w) per output pixel and channel, grouped, in batch slices."""
     n = x.shape[0]
     out_ch, kh, kw, group_ch = weights.shape
-    per_sample = hw[0] * hw[1] * kh * kw * x.shape[3] * 8
+    # (kh*kw*group_ch, out_ch) with rows in im2col order (ky, kx, c).
+    w_int = weights.reshape(out_ch, -1).T
+    dtype = exact_float(x, input_offset, np.abs(w_int.astype(np.int64)).sum(axis=0))
+    per_sample = hw[0] * hw[1] * kh * kw * x.shape[3] * np.dtype(dtype).itemsize
     step = max(1, _IM2COL_BYTES // max(per_sample, 1))
     out_per_group = out_ch // groups
-    # (kh*kw*group_ch, out_ch) with rows in im2col order (ky, kx, c).
-    w_cols = weights.reshape(out_ch, -1).T.astype(np.float64)
+    w_cols = w_int.astype(dtype)
     acc = np.empty((n, hw[0], hw[1], out_ch), dtype=np.int64)
     for start in range(0, n, step):
-        shifted = x[start : start + step].astype(np.float64) + input_offset
+        shifted = x[start : start + step].astype(dtype)
+        shifted += input_offset
         # Padding is filled with -input_offset in the raw domain, i.e. 0 once the offset is added.
         padded = window.pad(shifted, hw, fill=0)
         for g in range(groups):
             part = padded[..., g * group_ch : (g + 1) * group_ch]
             cols = window.im2col(part, hw)
             o = slice(g * out_per_group, (g + 1) * out_per_group)
-            acc[start : start + step, ..., o] = (cols @ w_cols[:, o]).astype(np.int64)
+            acc[start : start + step, ..., o] = cols @ w_cols[:, o]
     return acc
 
 
 def depthwise_accumulate(
     x: Int8Array, weights: Int8Array, ch_mult: int, window: Window, hw: Pair, input_offset: int
 ) -> npt.NDArray[np.int64]:
-    """Per tap: acc[..., c, m] += (x[..., c] + input_offset) * w[ky, kx, c*ch_mult + m]."""
+    """Per tap: acc[..., c, m] += (x[..., c] + input_offset) * w[ky, kx, c*ch_mult + m].
+
+    In float32 when that is exact (see exact_float: a tap sum is at most kh*kw products), else in int32,
+    whose wrap-around is the C accumulator's.
+    """
     n, _, _, in_ch = x.shape
-    padded = window.pad(x.astype(np.int32) + input_offset, hw, fill=0)
-    taps = weights.reshape(weights.shape[0], weights.shape[1], in_ch, ch_mult).astype(np.int32)
-    # int32 arithmetic wraps exactly like the C accumulator.
-    acc = np.zeros((n, hw[0], hw[1], in_ch, ch_mult), dtype=np.int32)
+    taps = weights.reshape(weights.shape[0], weights.shape[1], in_ch, ch_mult)
+    w_abs_sums = np.abs(taps.astype(np.int64)).sum(axis=(0, 1)).ravel()
+    dtype: type[np.number[Any]] = np.int32
+    if exact_float(x, input_offset, w_abs_sums) is np.float32:
+        dtype = np.float32
+    shifted: np.ndarray[Any, Any] = x.astype(dtype)
+    shifted += input_offset
+    padded = window.pad(shifted, hw, fill=0)
+    taps = taps.astype(dtype)
+    if ch_mult == 1:
+        # The common case without the broadcast axis: one multiply into a scratch buffer and one add per tap.
+        acc: np.ndarray[Any, Any] = np.zeros((n, hw[0], hw[1], in_ch), dtype=dtype)
+        product = np.empty_like(acc)
+        for ky, kx, view in window.taps(padded, hw):
+            np.multiply(view, taps[ky, kx, :, 0], out=product)
+            acc += product
+        return acc.astype(np.int64)
+    wide: np.ndarray[Any, Any] = np.zeros((n, hw[0], hw[1], in_ch, ch_mult), dtype=dtype)
     for ky, kx, view in window.taps(padded, hw):
-        acc += view[..., None] * taps[ky, kx]
-    return acc.reshape(n, hw[0], hw[1], in_ch * ch_mult).astype(np.int64)
+        wide += view[..., None] * taps[ky, kx]
+    return wide.reshape(n, hw[0], hw[1], in_ch * ch_mult).astype(np.int64)
 
 
 def finish_s8(
@@ -171,6 +213,10 @@ def finish_s8(
 ) -> Int8Array:
     """Add bias, requantize per channel (the last axis), add the output offset, clamp, narrow to int8."""
     bias, multiplier, shift = quant
-    acc = wrap32(acc if bias is None else acc + bias.astype(np.int64))
-    out = requantize(acc, multiplier, shift, rounding) + output_offset
-    return np.clip(out, clamp[0], clamp[1]).astype(np.int8)
+    if bias is not None:
+        acc = acc + bias.astype(np.int64)
+    if acc.size and (int(acc.min()) < INT32_MIN or int(acc.max()) > INT32_MAX):
+        acc = wrap32(acc)  # two passes to look spare the four of a wrap that would change nothing
+    out = requantize(acc, multiplier, shift, rounding)
+    out += output_offset
+    return np.clip(out, clamp[0], clamp[1], out=out).astype(np.int8)

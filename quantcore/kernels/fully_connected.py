@@ -3,7 +3,7 @@
 Weights are [out][in] (the C's rhs, transposed), the input is (N, in) or any (N, ...) that flattens to it,
 and a weight offset (fc_params.filter_offset, for weights with a zero point) is added like the input's:
     acc = bias[o] + sum((x + input_offset) * (w + filter_offset))
-The product is a float64 matrix product, exact for the same reason as in conv.py.
+The product is a float32 or float64 matrix product, exact for the same reason as in conv.py (exact_float).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.kernels._int import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, Args, wrap32
+from quantcore.kernels.conv import exact_float
 from quantcore.kernels.requantize import Rounding, requantize
 
 Int8Array = npt.NDArray[np.int8]
@@ -49,13 +50,17 @@ def fully_connected_s8(
     out_off = args.integer("output_offset", output_offset, INT8_MIN, INT8_MAX)
     lo, hi = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
 
-    lhs = x.reshape(x.shape[0], depth).astype(np.float64) + in_off
-    rhs = weights.astype(np.float64).T + w_off
-    acc = (lhs @ rhs).astype(np.int64)
+    flat = x.reshape(x.shape[0], depth)
+    rhs_int = weights.T.astype(np.int64) + w_off
+    dtype = exact_float(flat, in_off, np.abs(rhs_int).sum(axis=0))
+    lhs = flat.astype(dtype)
+    lhs += in_off
+    acc = (lhs @ rhs_int.astype(dtype)).astype(np.int64)
     if bias is not None:
-        acc = acc + bias.astype(np.int64)
-    out = requantize(wrap32(acc), mult, shft, rounding) + out_off
-    return np.clip(out, lo, hi).astype(np.int8)
+        acc += bias.astype(np.int64)
+    out = requantize(wrap32(acc), mult, shft, rounding)
+    out += out_off
+    return np.clip(out, lo, hi, out=out).astype(np.int8)
 
 
 def _quant(

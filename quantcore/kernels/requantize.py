@@ -61,9 +61,13 @@ def _round_shift_right(value: I64, exponent: I64) -> I64:
     The C rounds up when the remainder exceeds 2^(e-1) - 1, or 2^(e-1) for negative values; that is
     floor((v + 2^(e-1) - [v < 0]) / 2^e) for e >= 1 and v itself for e = 0.
     """
-    nudge_pos = (np.int64(1) << exponent) >> 1
-    nudge_neg = nudge_pos - (exponent > 0)
-    value += np.where(value < 0, nudge_neg, nudge_pos)
+    nudge = (np.int64(1) << exponent) >> 1
+    # value >> 63 is -1 for a negative value and 0 otherwise; masked to 0 where the exponent is 0 (no
+    # rounding then), it is the negative values' smaller nudge without np.where's mask and gather.
+    negative = value >> 63
+    negative &= -(exponent > 0).astype(np.int64)
+    value += negative
+    value += nudge
     value >>= exponent
     return value
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from quantcore.data import DataSet
 from quantcore.ir import Graph
+from quantcore.kernels.blas import single_threaded
 from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize import lowering
 from quantcore.runtime import int8_exec
@@ -45,7 +46,8 @@ def evaluate_graphs(
     for x, y in _batches(data, batch_size, progress):
         reference = float_model.activations({input_name: x})
         q_inputs = int8_exec.quantize_inputs(qgraph, {input_name: to_firmware(qgraph, input_name, x)})
-        q = int8_exec.run(qgraph, q_inputs)
+        with single_threaded():
+            q = int8_exec.run(qgraph, q_inputs)
         for node in layers:
             out = node.outputs[0]
             accumulators[node.name].update(reference[out], int8_exec.dequantize_tensor(qgraph, out, q[out]))
@@ -92,7 +94,8 @@ def int8_outputs(qgraph: Graph, data: DataSet, batch_size: int = 64) -> np.ndarr
     parts = []
     for x, _ in _batches(data, batch_size, False):
         q_inputs = int8_exec.quantize_inputs(qgraph, {input_name: to_firmware(qgraph, input_name, x)})
-        q = int8_exec.run(qgraph, q_inputs)[out_name]
+        with single_threaded():
+            q = int8_exec.run(qgraph, q_inputs)[out_name]
         parts.append(int8_exec.dequantize_tensor(qgraph, out_name, q).reshape(len(x), -1))
     return np.concatenate(parts)
 

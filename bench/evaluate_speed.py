@@ -1,0 +1,134 @@
+"""Benchmark: `fixpoint evaluate` wall time over the Fashion-MNIST test set, two source trees side by side.
+
+    python bench/evaluate_speed.py --before TREE [--after TREE] [--models lenet5 dscnn ...]
+                                   [--samples 10000] [--cache DIR] [--profile] [--repeat R]
+
+Each net (trained and exported by bench/fashion_mnist/run.py or train.py into the benchmark cache) is
+quantized once with default options and 100 calibration images, by the --after tree; then `fixpoint
+evaluate MODEL params.json --data test.npz --report-json R` runs as a whole CLI process with PYTHONPATH
+pointing at --before (e.g. a checkout of main) and at --after (this tree by default), one after the other
+in the same run. Printed per net: both wall times, their ratio, and whether the two JSON reports are
+identical (every metric, top-1 and agreement to the last bit: the integer results must not change).
+--profile writes a cProfile of each evaluate (the .prof files beside the reports) and prints its top
+functions by cumulative time.
+Wall time on a shared machine is noisy: compare the ratio within one run, and use --repeat (the two
+sides alternate, so a burst of load elsewhere hits both; the fastest run of each side is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "fashion_mnist"))
+
+import fmnist  # noqa: E402  (bench/fashion_mnist is not a package)
+
+NETS = ("lenet5", "convbn", "dscnn", "mbv2", "outlier")
+_CLI = "import sys; from quantcore.cli import main; sys.exit(main())"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, required=True, help="source tree of the 'before' code")
+    parser.add_argument("--after", type=Path, default=HERE.parent, help="source tree of the 'after' code")
+    parser.add_argument("--models", nargs="+", default=list(NETS), choices=NETS)
+    parser.add_argument("--samples", type=int, default=10000, help="first N test images")
+    parser.add_argument("--cache", type=Path, default=fmnist.default_cache(), help="benchmark cache")
+    parser.add_argument("--profile", action="store_true", help="cProfile each evaluate")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs per side, alternating before/after; the fastest counts"
+    )
+    return parser.parse_args()
+
+
+def quantize(tree: Path, model: Path, calib: Path, params: Path) -> None:
+    command = [*_python(_CLI), "quantize", str(model), "--calib", str(calib), "-o", str(params)]
+    subprocess.run(command, check=True, env=_env(tree), stdout=subprocess.DEVNULL)
+
+
+def evaluate(
+    tree: Path, model: Path, params: Path, data: Path, samples: int, report: Path, profile: bool
+) -> float:
+    """Wall time of one `fixpoint evaluate` process run from `tree`."""
+    cli = ["evaluate", str(model), str(params), "--data", str(data), "--samples", str(samples)]
+    cli += ["--report-json", str(report)]
+    if profile:
+        prof = report.with_suffix(".prof")
+        code = f"import cProfile; from quantcore.cli import main; cProfile.run('main()', {str(prof)!r})"
+        command = [*_python(code), *cli]
+    else:
+        command = [*_python(_CLI), *cli]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, env=_env(tree), stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def _python(code: str) -> list[str]:
+    # sys.argv[0] is "-c"; the CLI reads sys.argv[1:]. The tree comes from PYTHONPATH (_env).
+    return [sys.executable, "-c", code]
+
+
+def _env(tree: Path) -> dict[str, str]:
+    root = tree.resolve()
+    return {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'server'}"}
+
+
+def top_functions(prof: Path, count: int = 12) -> str:
+    import io
+    import pstats
+
+    out = io.StringIO()
+    pstats.Stats(str(prof), stream=out).sort_stats("cumulative").print_stats(count)
+    lines = out.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if "ncalls" in line)
+    return "\n".join(lines[start : start + count + 1])
+
+
+def main() -> int:
+    args = parse_args()
+    paths = fmnist.write_arrays(args.cache)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="evaluate-speed-") as tmp:
+        work = Path(tmp)
+        for net in args.models:
+            model = args.cache / f"{net}.onnx"
+            if not model.exists():
+                print(f"{net}: {model} is missing; run bench/fashion_mnist/train.py first", file=sys.stderr)
+                return 1
+            params = work / f"{net}.json"
+            quantize(args.after, model, paths["calib_100"], params)
+            times: dict[str, float] = {"before": float("inf"), "after": float("inf")}
+            reports = {}
+            for _ in range(args.repeat):
+                for side, tree in (("before", args.before), ("after", args.after)):
+                    report = work / f"{net}.{side}.report.json"
+                    seconds = evaluate(tree, model, params, paths["test"], args.samples, report, args.profile)
+                    times[side] = min(times[side], seconds)
+                    reports[side] = json.loads(report.read_text())
+                if args.profile:
+                    print(
+                        f"--- {net} {side}: {times[side]:.1f} s\n{top_functions(report.with_suffix('.prof'))}"
+                    )
+            same = reports["before"] == reports["after"]
+            rows.append((net, times["before"], times["after"], same, reports["after"]))
+    print(f"\nfixpoint evaluate, {args.samples} images, whole CLI process (s)")
+    print(f"{'net':<8} {'before':>8} {'after':>8} {'speedup':>8}  reports identical  top-1 int8  SQNR dB")
+    for net, before, after, same, report in rows:
+        top1 = report.get("top1_int8")
+        print(
+            f"{net:<8} {before:8.2f} {after:8.2f} {before / after:7.1f}x  {same!s:<17}  "
+            f"{'-' if top1 is None else f'{100 * top1:.2f}':>10}  {report['output_sqnr_db']:7.2f}"
+        )
+    return 0 if all(row[3] for row in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
