@@ -1,11 +1,27 @@
-"""Entropy calibration: TensorRT's KL-divergence threshold search, on the fine histogram of |x|.
+"""Entropy calibration: TensorRT's KL-divergence threshold search, fitted to asymmetric int8 ranges.
 
 For each candidate threshold i (in bins, from `levels` up to all of them) the reference distribution P
-is the first i bins of |x| with everything beyond folded into bin i-1 (clipping); the candidate Q merges
+is the first i bins with everything beyond folded into bin i-1 (clipping); the candidate Q merges
 those i bins into `levels` equal groups (bin j -> group j * levels // i), spreads each group's count
 evenly over its non-empty bins and is normalised. The threshold with the least KL(P || Q) wins; a
 candidate whose last bin is empty while values lie beyond it has Q = 0 where P > 0 (infinite KL) and
 never wins. Ties go to the larger threshold (as in TensorRT's pytorch-quantization toolkit).
+
+TensorRT searches one threshold T on |x| for a symmetric range [-T, T] with 128 levels (one sign of
+int8). Fixpoint's int8 is asymmetric: [lo, hi] gets all 256 codes, each side of zero its share. So:
+- each side of zero is searched on its own histogram (the magnitudes of the positive values, of the
+  negative values), with the side's share of `levels` (255 steps in all): hi * levels / (hi - lo) for
+  the upper end. A symmetric search on |x| clipped an asymmetric tensor's wide side at the narrow
+  side's extent: logits in [-15.9, 20.1] became [-15.3, 15.3]; a normalised image in [-0.81, 2.02]
+  with half its pixels at the background -0.81 became [-0.81, 0.81] (31% of the pixels saturated);
+- the shares follow the thresholds: clipping one side gives the other more levels, so the search
+  repeats (at most ROUNDS times) until neither end moves;
+- a side with fewer than MIN_SIDE_LEVELS levels is kept whole: with so few groups Q cannot describe any
+  distribution and the search would clip at random;
+- the result must not lose to min/max: of the searched range and min/max, the one whose int8 quantizer
+  has the smaller expected squared error on the data (mse.mean_squared_error, exact for the histogram's
+  density) is returned. KL compares shapes, not magnitudes: it will clip a tail whose values are few
+  but far (a network's top logits) when the clipping error outweighs all it saves in rounding.
 
 Differences from the textbook loop, none of which change its result on a histogram without zeros:
 - it is vectorised: with prefix sums of c, [c > 0] and c log c, each candidate costs O(levels), not
@@ -24,8 +40,6 @@ Differences from the textbook loop, none of which change its result on a histogr
 - the search runs on the observer's grid, which gives |x| at least ~bins / 2 bins for a signed tensor
   and more than `bins` for a non-negative one (2048 by default): ONNX Runtime's Entropy default of 128
   histogram bins leaves no candidate but the whole range, so it returns min/max.
-Signed tensors are searched on |x| and the threshold T is intersected with the data: [max(-T, min),
-min(T, max)]. `levels` = 128 is TensorRT's target for a one-sided distribution (one sign of int8).
 """
 
 from __future__ import annotations
@@ -35,10 +49,15 @@ import numpy.typing as npt
 
 from quantcore.calibrate.errors import CalibrationError
 from quantcore.calibrate.grid import Counts, coarsen
-from quantcore.calibrate.histogram import Histogram
+from quantcore.calibrate.histogram import Histogram, value_bins
+from quantcore.calibrate.mse import mean_squared_error
+from quantcore.calibrate.qparams import quant_params
 from quantcore.calibrate.ranges import containing_zero
 
-DEFAULT_LEVELS = 128
+DEFAULT_LEVELS = 255
+"""Steps of the int8 grid over the whole range [lo, hi] (256 codes); each side of zero gets its share."""
+MIN_SIDE_LEVELS = 16
+ROUNDS = 4
 SPIKE = 4
 SPIKE_SHARE = 1e-3
 _BLOCK = 512  # candidates evaluated at once: bounds the (candidates x levels) temporaries
@@ -46,17 +65,54 @@ Floats = npt.NDArray[np.float64]
 
 
 def entropy_range(h: Histogram, levels: int = DEFAULT_LEVELS) -> tuple[float, float]:
-    """The KL-optimal clipping range of the tensor."""
+    """The KL-optimal clipping range of the tensor, or min/max where that quantizes the data better."""
+    return _better_quantized(h, kl_range(h, levels), containing_zero(h.min, h.max))
+
+
+def kl_range(h: Histogram, levels: int = DEFAULT_LEVELS) -> tuple[float, float]:
+    """The range the KL search picks on each side of zero (before the comparison with min/max)."""
     if levels < 2:
         raise CalibrationError(f"entropy: levels must be >= 2, got {levels}")
-    counts, width = abs_histogram(h)
-    threshold = min(kl_threshold_bins(without_point_masses(counts), levels) * width, max(-h.min, h.max))
-    return containing_zero(max(-threshold, h.min), min(threshold, h.max))
+    widest = containing_zero(h.min, h.max)
+    if widest[0] == widest[1]:
+        return widest
+    (positive, negative), width = side_histograms(h)
+    lo, hi = widest
+    for _ in range(ROUNDS):
+        share = levels / (hi - lo)
+        new_hi = _side_threshold(positive, width, hi * share, widest[1])
+        new_lo = -_side_threshold(negative, width, -lo * share, -widest[0])
+        if (new_lo, new_hi) == (lo, hi):
+            break
+        lo, hi = new_lo, new_hi
+    return lo, hi
 
 
-def abs_histogram(h: Histogram) -> tuple[Counts, float]:
-    """Counts of |x| on bins [m w, (m+1) w) from m = 0, exact zeros removed, at most 2 * bins of them
-    (the grid is coarsened by a power of two if the data lies far from zero): (counts, w)."""
+def _side_threshold(counts: Counts, width: float, levels: float, extreme: float) -> float:
+    """The threshold of one side's magnitudes, no further than the side's extreme."""
+    if extreme == 0.0 or levels < MIN_SIDE_LEVELS:
+        return extreme
+    return min(kl_threshold_bins(without_point_masses(counts), int(levels)) * width, extreme)
+
+
+def _better_quantized(
+    h: Histogram, searched: tuple[float, float], widest: tuple[float, float]
+) -> tuple[float, float]:
+    """Of the searched range and min/max, the one with the smaller expected int8 error (ties: searched)."""
+    if searched == widest:
+        return searched
+    edges, counts = value_bins(h)
+    params = [quant_params(*searched), quant_params(*widest)]
+    scale = np.array([s for s, _ in params])
+    zero_point = np.array([z for _, z in params], dtype=np.float64)
+    error = mean_squared_error(edges, counts, scale, zero_point)
+    return searched if error[0] <= error[1] else widest
+
+
+def side_histograms(h: Histogram) -> tuple[tuple[Counts, Counts], float]:
+    """Counts of the positive values' and of the negative values' magnitudes on bins [m w, (m+1) w)
+    from m = 0, exact zeros removed, at most 2 * bins of them per side (the grid is coarsened by a power
+    of two if the data lies far from zero): ((positive, negative), w)."""
     last = h.first + h.counts.size - 1
     largest = max(last, -h.first - 1)  # the magnitude index of the bin farthest from zero
     shift = 0
@@ -64,11 +120,20 @@ def abs_histogram(h: Histogram) -> tuple[Counts, float]:
         shift += 1
     counts, first = coarsen(h.counts, h.first, shift)
     index = np.arange(first, first + counts.size)
-    magnitude = np.where(index >= 0, index, -index - 1)
-    folded = np.zeros((largest >> shift) + 1, dtype=np.int64)
-    np.add.at(folded, magnitude, counts)
-    folded[0] -= h.zeros
-    return folded, h.width * 2.0**shift
+    size = (largest >> shift) + 1
+    positive = np.zeros(size, dtype=np.int64)
+    negative = np.zeros(size, dtype=np.int64)
+    right = index >= 0
+    positive[index[right]] = counts[right]
+    negative[-index[~right] - 1] = counts[~right]
+    positive[0] -= h.zeros
+    return (positive, negative), h.width * 2.0**shift
+
+
+def abs_histogram(h: Histogram) -> tuple[Counts, float]:
+    """Counts of |x| on the bins of side_histograms: both sides added."""
+    (positive, negative), width = side_histograms(h)
+    return positive + negative, width
 
 
 def without_point_masses(counts: Counts) -> Counts:

@@ -43,7 +43,10 @@ class Method(enum.Enum):
 _METADATA: dict[Method, tuple[str, tuple[str, ...]]] = {
     Method.MINMAX: ("the observed min and max: nothing is clipped", ()),
     Method.PERCENTILE: ("clip (100 - percentile)% of the values off each tail", ("percentile",)),
-    Method.ENTROPY: ("TensorRT's KL-divergence threshold on the |x| histogram", ("levels",)),
+    Method.ENTROPY: (
+        "TensorRT's KL-divergence threshold on each side of zero, unless min/max quantizes better",
+        ("levels",),
+    ),
     Method.MSE: ("least expected squared error of the int8 quantizer, clipping included", ()),
 }
 
@@ -57,7 +60,8 @@ class RangeMethod:
     percentile: float = DEFAULT_PERCENTILE
     """PERCENTILE: the share of values kept below the upper end (and above the lower), in [50, 100]."""
     levels: int = DEFAULT_LEVELS
-    """ENTROPY: quantization levels of the one-sided |x| distribution Q is built with (TensorRT: 128)."""
+    """ENTROPY: steps of the int8 grid over the range, shared out between the sides of zero (255: all of int8;
+    TensorRT's symmetric search gives one side 128)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.method, Method):

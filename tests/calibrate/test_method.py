@@ -47,16 +47,17 @@ def test_every_range_contains_zero_and_lies_within_the_data(method: Method, kind
     assert scale > 0 and -128 <= zero_point <= 127
 
 
-def test_outliers_are_clipped_by_every_method_but_minmax() -> None:
+def test_outliers_are_clipped_by_percentile_and_mse() -> None:
     obs = observed(gaussian_with_outliers())
     ranges = {m: select_range(obs, m) for m in Method}
     # 0.1% outliers: the default 99.999 keeps them (0.001% per tail); 99.99 is the setting that clips.
     ranges[Method.PERCENTILE] = select_range(obs, RangeMethod(Method.PERCENTILE, percentile=99.99))
     assert ranges[Method.MINMAX] == (obs.min, obs.max)
-    assert ranges[Method.ENTROPY][1] < 0.25 * obs.max
+    # Entropy's KL threshold clips them too (test_entropy.py), but quantizes worse than min/max does.
+    assert ranges[Method.ENTROPY] == (obs.min, obs.max)
     assert ranges[Method.PERCENTILE][1] < 0.5 * obs.max
     assert ranges[Method.MSE][1] < 0.75 * obs.max
-    for m in (Method.ENTROPY, Method.PERCENTILE, Method.MSE):
+    for m in (Method.PERCENTILE, Method.MSE):
         assert ranges[m][0] > 0.75 * obs.min
 
 
@@ -83,7 +84,7 @@ def test_parameters_reach_the_method() -> None:
     assert select_range(obs, Method.PERCENTILE) == select_range(obs, RangeMethod(Method.PERCENTILE))
     wide = select_range(obs, RangeMethod(Method.PERCENTILE, percentile=99.0))
     assert wide[1] < select_range(obs, Method.PERCENTILE)[1]
-    coarse = select_range(obs, RangeMethod(Method.ENTROPY, levels=16))
+    coarse = select_range(obs, RangeMethod(Method.ENTROPY, levels=64))
     assert coarse[1] < select_range(obs, Method.ENTROPY)[1]
 
 
