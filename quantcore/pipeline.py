@@ -224,10 +224,15 @@ def quantize(
         pools = _choose_pools(graph, calibration, config, selection, options)
         graph, qgraph = lowering.substitute(graph, pools.substituted), pools.qgraph
         for bc in bc_choices:
-            corrected, corrections = (
-                correct_biases(graph, qgraph, selection.data, options.batch_size) if bc else (qgraph, {})
+            corrected, corrections = qgraph, {}
+            if bc:
+                corrected, corrections, outputs = correct_biases(
+                    graph, qgraph, selection.data, options.batch_size, float_model
+                )
+                selection.remember(corrected, outputs)
+            candidates[(eq, bc)] = _Candidate(
+                graph, float_model, calibration, corrected, summary, corrections, pools
             )
-            candidates[(eq, bc)] = _Candidate(graph, calibration, corrected, summary, corrections, pools)
     # Scored only when there is a choice to make.
     sqnr = {k: _score(selection, c) for k, c in candidates.items()} if len(candidates) > 1 else {}
     # Ties (and no choice at all) keep the model as it is: fewer transforms first.
@@ -364,9 +369,10 @@ def _choose_int16(
         wide = dataclasses.replace(config, int16_layers=config.int16_layers | layers)
         qgraph = quantize_graph(best.float_graph, best.calibration, wide)
         if bias_correction:
-            qgraph, corrections[layers] = correct_biases(
-                best.float_graph, qgraph, selection.data, options.batch_size
+            qgraph, corrections[layers], outputs = correct_biases(
+                best.float_graph, qgraph, selection.data, options.batch_size, best.float_model
             )
+            selection.remember(qgraph, outputs)
         return qgraph
 
     moves = mixed_precision.moves(best.float_graph, ranking)
@@ -379,6 +385,8 @@ def _choose_int16(
 class _Candidate:
     float_graph: Graph
     """The float graph it was quantized from (equalized or not, its chosen pools substituted)."""
+    float_model: Any
+    """What computes that graph's activations (onnxruntime, scaled by equalization's divisors if so)."""
     calibration: Calibration
     qgraph: Graph
     summary: dict[str, Any]
@@ -409,6 +417,17 @@ class _Selection:
 
     def __init__(self, model: LoadedModel, data: DataSet, batch_size: int) -> None:
         self.model, self.data, self.batch_size = model, data, batch_size
+        self._known: list[tuple[Graph, np.ndarray]] = []
+
+    def remember(self, qgraph: Graph, outputs: np.ndarray) -> None:
+        """The int8 outputs of `qgraph` on these samples, computed elsewhere (bias correction's run)."""
+        self._known.append((qgraph, outputs))
+
+    def int8(self, qgraph: Graph) -> np.ndarray:
+        for known, outputs in self._known:
+            if known is qgraph:
+                return outputs
+        return int8_outputs(qgraph, self.data, self.batch_size)
 
     @functools.cached_property
     def reference(self) -> np.ndarray:
@@ -416,7 +435,7 @@ class _Selection:
 
     def sqnr(self, qgraph: Graph) -> float:
         """Output SQNR of the int8 graph (the bit-exact reference) against the float model."""
-        return output_sqnr_db([self.reference], [int8_outputs(qgraph, self.data, self.batch_size)])
+        return output_sqnr_db([self.reference], [self.int8(qgraph)])
 
 
 def _equalization_entry(

@@ -15,6 +15,7 @@ from quantcore.data import DataSet
 from quantcore.quantize import params_json
 from quantcore.quantize.bias_correction import correct_biases, corrected_layers
 from quantcore.quantize.document import DocumentError, from_document
+from quantcore.verify.evaluate import int8_outputs
 from tests.onnx_models import small_cnn
 
 
@@ -40,10 +41,10 @@ def test_each_layer_is_corrected_on_inputs_from_corrected_layers(model: pipeline
     all at once on the uncorrected graph, the values would change on the second run.)"""
     plain = _forced(model, False).qgraph
     data = _data(96, 1)
-    corrected, first = correct_biases(model.graph, plain, data)
+    corrected, first, _ = correct_biases(model.graph, plain, data)
     assert set(first) == {n.name for n in corrected_layers(model.graph, plain)} and len(first) == 4
     assert max(float(np.abs(v).max()) for v in first.values()) > 1e-4  # there was something to correct
-    again, second = correct_biases(model.graph, corrected, data)
+    again, second, _ = correct_biases(model.graph, corrected, data)
     assert second.keys() == first.keys()
     for name in first:
         np.testing.assert_array_equal(second[name], first[name])
@@ -102,3 +103,13 @@ def test_per_tensor_weights_with_a_depthwise_layer_round_trip(model: pipeline.Lo
     dw = next(n for n in result.qgraph.nodes if n.attr("kernel") == "arm_depthwise_conv_wrapper_s8")
     for name in dw.inputs[1:]:
         np.testing.assert_array_equal(rebuilt.constant(name), result.qgraph.constant(name))
+
+
+def test_the_outputs_of_the_correcting_run_are_the_corrected_graphs(model: pipeline.LoadedModel) -> None:
+    """The run that measures the corrections ends with the corrected graph's output on every sample: the
+    same bits as running that graph afresh, so the automatic choice scores it without another run."""
+    data = _data(96, 2)
+    result = correct_biases(model.graph, _forced(model, False).qgraph, data)
+    fresh = int8_outputs(result.qgraph, data, batch_size=40)
+    assert result.outputs.shape == fresh.shape == (96, 10)
+    np.testing.assert_array_equal(result.outputs, fresh)
