@@ -88,9 +88,7 @@ def _encode(value: Any, depth: int) -> str:
     if isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
         items = [inner + _encode(item, depth + 1) for item in value]
         return "[\n" + ",\n".join(items) + "\n" + _INDENT * depth + "]"
-    if isinstance(value, list):
-        return "[" + ", ".join(_scalar(item) for item in value) + "]"
-    return _scalar(value)
+    return _scalar(value)  # a scalar, or a list of scalars on one line: "[1, 2.5]" as json writes it
 
 
 def _scalar(value: Any) -> str:
