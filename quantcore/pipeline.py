@@ -354,7 +354,11 @@ def _choose_channel_scales(
     """The tensors read only by depthwise layers worth per-channel scales (quantcore/quantize/
     channel_scales.py), on `graph` with its pools substituted, and the calibration with their
     per-channel ranges (observed on the same calibration set, by the same float model)."""
-    found = channel_scales.candidates(graph, lowering.imported(graph)) if options.dw_channel_scales is not False else {}
+    found = (
+        channel_scales.candidates(graph, lowering.imported(graph))
+        if options.dw_channel_scales is not False
+        else {}
+    )
     found = {name: v for name, v in found.items() if name in calibration.ranges}
     if found:
         ranges = channel_scales.channel_ranges(float_model, graph.inputs[0], data, found, options.batch_size)

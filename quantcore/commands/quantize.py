@@ -181,7 +181,10 @@ def run(args: argparse.Namespace) -> int:
             f" {figures['int8']:.2f} -> {figures['mixed']:.2f} dB; flash {memory['int8']['flash']} ->"
             f" {memory['mixed']['flash']} B, ram {memory['int8']['ram']} -> {memory['mixed']['ram']} B"
         )
-    for line in (_pools_line(transforms["pool_as_depthwise"]), _channels_line(transforms["dw_channel_scales"])):
+    for line in (
+        _pools_line(transforms["pool_as_depthwise"]),
+        _channels_line(transforms["dw_channel_scales"]),
+    ):
         if line:
             print(line)
     scheme = ", ".join(["per-tensor" if args.per_tensor else "per-channel", *applied])
@@ -212,7 +215,7 @@ def _pools_line(entry: dict[str, Any]) -> str:
 
 
 def _channels_line(entry: dict[str, Any]) -> str:
-    """Which tensors read by depthwise layers got per-channel scales, and why ("" when none was a candidate)."""
+    """Which depthwise inputs got per-channel scales, and why ("" when no tensor was a candidate)."""
     from quantcore import display
 
     tensors = entry["tensors"]

@@ -124,7 +124,8 @@ def channel_scales(
     hi = np.clip(np.maximum(channels[1], 0.0), 0.0, max(hi_t, 0.0))
     up = hi / (127 - zero_point) if zero_point < 127 else np.zeros_like(hi)
     down = lo / (-128 - zero_point) if zero_point > -128 else np.zeros_like(lo)
-    return np.clip(np.maximum(up, down), scale / MAX_RATIO, scale).astype(np.float64)
+    scales: np.ndarray = np.clip(np.maximum(up, down), scale / MAX_RATIO, scale).astype(np.float64)
+    return scales
 
 
 # -- the rule ---------------------------------------------------------------------------------------

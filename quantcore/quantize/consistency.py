@@ -311,14 +311,12 @@ def _clamp(view: _View) -> Iterator[Derived]:
         return
     name = view.layer["outputs"][0]
     scales, zero_point = view.scales(name)
-    per_channel = np.ndim(scales) > 0
+    per_channel, flat = np.ndim(scales) > 0, [float(s) for s in np.ravel(scales)]
+    pairs = [P.activation_range(activation, None, s, zero_point, view.dtype(name)) for s in flat]
     for key, index in (("act_min", 0), ("act_max", 1)):
-        recorded = view.params[key]
-        channel, scale, code = 0, 0.0, recorded
-        for channel, scale in enumerate(np.ravel(scales)):
-            code = P.activation_range(activation, None, float(scale), zero_point, view.dtype(name))[index]
-            if code != recorded:
-                break
+        codes = [pair[index] for pair in pairs]
+        channel = next((c for c, code in enumerate(codes) if code != view.params[key]), 0)
+        scale, code = flat[channel], codes[channel]
         where = f"scale[{channel}] {scale:.6g}" if per_channel else f"scale {scale:.6g}"
         basis = (
             f"the layer's activation {activation.value!r} on output {quoted(name)} ({where}, zero point"
@@ -356,9 +354,8 @@ def _weighted(view: _View) -> Iterator[Derived]:
     mults, shifts = expected["multiplier"], expected["shift"]
 
     def scales(c: int) -> str:
-        return (
-            f"the recorded scales: s_in{_channel(s_in, c)} * s_w[{c}] {s_w[c]:.6g} / s_out{_channel(s_out, c)}"
-        )
+        s_in_c, s_out_c = _channel(s_in, c), _channel(s_out, c)
+        return f"the recorded scales: s_in{s_in_c} * s_w[{c}] {s_w[c]:.6g} / s_out{s_out_c}"
 
     yield from _channel_values(
         view, "multiplier", mults, lambda c: f"{scales(c)} gives {mults[c]} (shift {shifts[c]})"

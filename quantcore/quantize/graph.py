@@ -140,7 +140,7 @@ def _per_channel(
     name: str, quant: QuantParams, groups: Mapping[str, str], calibration: Calibration
 ) -> QuantParams:
     """The tensor's scale split per channel around its zero point (quantcore/quantize/channel_scales.py)."""
-    from quantcore.quantize.channel_scales import AXIS, channel_scales
+    from quantcore.quantize.channel_scales import channel_scales
 
     alone = sum(1 for g in groups.values() if g == groups[name]) == 1
     if quant.dtype is not DType.INT8 or quant.clip is None or not alone or name not in calibration.channels:
@@ -213,7 +213,9 @@ def _clamp(graph: Graph, node: Node) -> dict[str, int]:
     out = graph.tensor(node.outputs[0])
     scales, zp = _scales(graph, out.name)
     activation = node.attr("activation", Activation.NONE)
-    pairs = {P.activation_range(activation, node.attr("clip"), float(s), zp, out.dtype) for s in np.ravel(scales)}
+    pairs = {
+        P.activation_range(activation, node.attr("clip"), float(s), zp, out.dtype) for s in np.ravel(scales)
+    }
     if len(pairs) > 1:
         raise P.QuantizationError(
             f"layer {node.name!r}: its fused {activation.value} clamp falls on different codes per channel"

@@ -98,11 +98,15 @@ def _check_channel_activations(doc: Doc) -> Iterator[Problem]:
     """A per-channel activation sits between a conv2d/depthwise_conv2d layer and depthwise_conv2d
     readers only (whose per-channel multipliers absorb its scales; any other kernel takes one scale),
     is no model input or output, and is what transforms.dw_channel_scales records as per channel."""
-    per_channel = {n for n, t in doc["tensors"].items() if t["kind"] == "activation" and isinstance(t["scale"], list)}
+    per_channel = {
+        n for n, t in doc["tensors"].items() if t["kind"] == "activation" and isinstance(t["scale"], list)
+    }
     recorded = doc.get("transforms", {}).get("dw_channel_scales", {}).get("tensors", {})
     ends = {entry["name"] for side in ("inputs", "outputs") for entry in doc["model"][side]}
     for name in sorted(per_channel & ends):
-        yield Problem.at(("tensors", name, "scale"), "must be one number: a model input or output has one scale")
+        yield Problem.at(
+            ("tensors", name, "scale"), "must be one number: a model input or output has one scale"
+        )
     for index, layer in enumerate(doc["layers"]):
         for position, name in enumerate(layer["inputs"]):
             if name in per_channel and (layer["op"] != "depthwise_conv2d" or position != 0):

@@ -130,14 +130,21 @@ def test_the_document_records_replays_and_validates(forced: pipeline.QuantizeRes
     assert params_json.validate(doc) == []
     entry = doc["transforms"]["dw_channel_scales"]
     assert (entry["mode"], entry["applied"]) == ("on", True)
-    assert entry["tensors"]["a1"] == {"producer": "conv1", "readers": ["dw1"], "per_channel": True, "why": "forced on"}
+    assert entry["tensors"]["a1"] == {
+        "producer": "conv1",
+        "readers": ["dw1"],
+        "per_channel": True,
+        "why": "forced on",
+    }
     a1 = doc["tensors"]["a1"]
     assert a1["axis"] == 3 and len(a1["scale"]) == 8 and isinstance(a1["zero_point"], int)
     replayed = from_document(forced.model.graph, doc)
     for node in forced.qgraph.nodes:
         assert replayed.node(node.name).attr("params") == node.attr("params"), node.name
         if node.inputs[2:] and node.inputs[2]:
-            assert replayed.constant(node.inputs[2]).tolist() == forced.qgraph.constant(node.inputs[2]).tolist()
+            assert (
+                replayed.constant(node.inputs[2]).tolist() == forced.qgraph.constant(node.inputs[2]).tolist()
+            )
     x = np.random.default_rng(3).uniform(0, 1, (4, 12, 12, 1)).astype(np.float32)
     a = int8_exec.run(forced.qgraph, int8_exec.quantize_inputs(forced.qgraph, {"x": x}))
     b = int8_exec.run(replayed, int8_exec.quantize_inputs(replayed, {"x": x}))
@@ -155,8 +162,8 @@ def test_a_depthwise_bias_scale_without_the_per_channel_input_scale_is_caught(
     (problem,) = params_json.validate(doc)
     assert problem.path == ("tensors", "dw1.bias", "scale", 3)
     assert problem.message.startswith(
-        f"{wrong!r} does not follow from the recorded scales: s_in[3] {s_in[3]:.6g} * s_w[3] {s_w[3]:.6g} gives"
-        f" {s_in[3] * s_w[3]!r}"
+        f"{wrong!r} does not follow from the recorded scales: s_in[3] {s_in[3]:.6g} * s_w[3]"
+        f" {s_w[3]:.6g} gives {s_in[3] * s_w[3]!r}"
     )
 
 
@@ -168,7 +175,9 @@ def test_a_multiplier_that_ignores_the_per_channel_scale_is_caught(forced: pipel
     assert "s_in[0] " in problem.message
 
 
-def test_per_channel_scales_are_refused_where_a_kernel_takes_one_scale(forced: pipeline.QuantizeResult) -> None:
+def test_per_channel_scales_are_refused_where_a_kernel_takes_one_scale(
+    forced: pipeline.QuantizeResult,
+) -> None:
     doc = copy.deepcopy(forced.document)
     a2 = doc["tensors"]["a2"]  # dw1 -> pw (a conv2d reads it)
     a2["scale"], a2["axis"] = [a2["scale"]] * 8, 3

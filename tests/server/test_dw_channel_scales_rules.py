@@ -5,7 +5,6 @@ input scale for every channel (the per-tensor habit) is still caught, with the p
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx

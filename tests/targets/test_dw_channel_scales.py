@@ -38,7 +38,9 @@ def test_per_channel_depthwise_inputs_verify_bit_exact(
     model, params = files
     doc = params_json.load(params)
     assert doc["transforms"]["dw_channel_scales"]["applied"]
-    assert [n for n, t in doc["tensors"].items() if isinstance(t["scale"], list) and t["kind"] == "activation"] == [
+    assert [
+        n for n, t in doc["tensors"].items() if isinstance(t["scale"], list) and t["kind"] == "activation"
+    ] == [
         "a1",
         "a3",
     ]
@@ -47,4 +49,12 @@ def test_per_channel_depthwise_inputs_verify_bit_exact(
     code = cli.main(["verify", "--target", target, "--model", str(model), "--params", str(params), "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["verdict"] == "pass", report
-    assert [layer["name"] for layer in report["layers"]] == ["conv1", "dw1", "pw", "dw2", "gap", "flatten", "fc"]
+    assert [layer["name"] for layer in report["layers"]] == [
+        "conv1",
+        "dw1",
+        "pw",
+        "dw2",
+        "gap",
+        "flatten",
+        "fc",
+    ]

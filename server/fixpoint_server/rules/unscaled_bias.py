@@ -190,7 +190,8 @@ def _scales(layer: Layer, channel: int) -> str:
         return ""
     per_channel = s_in.size > 1 and not np.all(s_in == s_in[0])  # a depthwise input's per-channel scales
     name = f"s_in[{channel}]" if per_channel else "s_in"
-    return f" with {name} = {s_in[min(channel, len(s_in) - 1)]:.6g}, s_w[{channel}] = {s_w[min(channel, len(s_w) - 1)]:.6g}"
+    s_in_c, s_w_c = s_in[min(channel, len(s_in) - 1)], s_w[min(channel, len(s_w) - 1)]
+    return f" with {name} = {s_in_c:.6g}, s_w[{channel}] = {s_w_c:.6g}"
 
 
 Scaling = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
