@@ -368,10 +368,21 @@ def _choose_channel_scales(
         chosen = dataclasses.replace(config, channel_scales=names)
         return quantize_graph(graph, calibration, chosen)
 
+    noise = {name: _noise_db(calibration, name) for name in found}
     choice = channel_scales.choose(
-        found, options.dw_channel_scales, build, selection.sqnr, (pools.qgraph, pools.sqnr)
+        found, options.dw_channel_scales, build, selection.sqnr, (pools.qgraph, pools.sqnr), noise
     )
     return calibration, choice
+
+
+def _noise_db(calibration: Calibration, name: str) -> float:
+    """How much per-channel scales would lower the tensor's own quantization noise (channel_scales)."""
+    from quantcore.calibrate.qparams import quant_params
+
+    lo, hi = calibration.ranges[name]
+    scale, zero_point = quant_params(lo, hi)
+    scales = channel_scales.channel_scales(scale, zero_point, (lo, hi), calibration.channels[name])
+    return channel_scales.noise_db(scale, scales)
 
 
 def _core(options: QuantizeOptions) -> Core:

@@ -130,12 +130,12 @@ def test_the_document_records_replays_and_validates(forced: pipeline.QuantizeRes
     assert params_json.validate(doc) == []
     entry = doc["transforms"]["dw_channel_scales"]
     assert (entry["mode"], entry["applied"]) == ("on", True)
-    assert entry["tensors"]["a1"] == {
-        "producer": "conv1",
-        "readers": ["dw1"],
-        "per_channel": True,
-        "why": "forced on",
-    }
+    record = {k: v for k, v in entry["tensors"]["a1"].items() if k != "noise_db"}
+    assert record == {"producer": "conv1", "readers": ["dw1"], "per_channel": True, "why": "forced on"}
+    scales = np.asarray(doc["tensors"]["a1"]["scale"])
+    shared = max(scales)  # the widest channel spans the tensor's range: its scale is the shared one
+    noise = -10 * np.log10(np.mean((scales / shared) ** 2))
+    assert entry["tensors"]["a1"]["noise_db"] == round(noise, 3) == 6.015
     a1 = doc["tensors"]["a1"]
     assert a1["axis"] == 3 and len(a1["scale"]) == 8 and isinstance(a1["zero_point"], int)
     replayed = from_document(forced.model.graph, doc)
@@ -237,7 +237,12 @@ def test_auto_keeps_a_tensor_only_where_the_output_sqnr_rises(
     _, loaded, _ = model
     found = channel_scales.candidates(loaded.graph)
     graphs: dict[frozenset[str], Graph] = {}
-    scores = {frozenset(): 30.0, frozenset({"a1"}): 31.0, frozenset({"a1", "a3"}): 31.05}
+    scores = {
+        frozenset(): 30.0,
+        frozenset({"a1"}): 31.5,
+        frozenset({"a1", "a3"}): 32.4,
+        frozenset({"a1", "c"}): 40.0,
+    }
 
     def build(names: frozenset[str]) -> Graph:
         graphs[names] = loaded.graph.evolve(name="+".join(sorted(names)))  # a distinct graph per choice
@@ -246,11 +251,19 @@ def test_auto_keeps_a_tensor_only_where_the_output_sqnr_rises(
     def score(graph: Graph) -> float:
         return scores[next(k for k, g in graphs.items() if g is graph)]
 
-    choice = channel_scales.choose(found, None, build, score, (loaded.graph, 30.0))
-    assert choice.applied == {"a1"} and choice.sqnr == 31.0 and choice.qgraph is graphs[frozenset({"a1"})]
-    assert choice.tensors["a1"]["why"] == "+1.00 dB"
-    assert choice.tensors["a3"]["why"] == "kept per-tensor: gain +0.05 dB < 0.1 dB"
-    assert choice.tensors["a3"]["output_sqnr_db"] == {"off": 31.0, "on": 31.05}
+    # "c" would gain most, but its own noise falls too little to be tried (nothing built or scored).
+    found = {**found, "c": ("x", ["y"])}
+    noise = {"a1": 6.0, "a3": 5.0, "c": 4.9}
+    choice = channel_scales.choose(found, None, build, score, (loaded.graph, 30.0), noise)
+    assert choice.applied == {"a1"} and choice.sqnr == 31.5 and choice.qgraph is graphs[frozenset({"a1"})]
+    assert choice.tensors["a1"]["why"] == "+1.50 dB" and choice.tensors["a1"]["noise_db"] == 6.0
+    assert choice.tensors["a3"]["why"] == "kept per-tensor: gain +0.90 dB < 1.0 dB"
+    assert choice.tensors["a3"]["output_sqnr_db"] == {"off": 31.5, "on": 32.4}
+    assert choice.tensors["c"] == {
+        "producer": "x", "readers": ["y"], "noise_db": 4.9, "per_channel": False,
+        "why": "kept per-tensor: its noise falls 4.90 dB < 5.0 dB",
+    }  # fmt: skip
+    assert frozenset({"a1", "c"}) not in graphs
     assert channel_scales.choose(found, False, build, score, (loaded.graph, 30.0)).tensors == {}
 
 
