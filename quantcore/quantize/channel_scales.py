@@ -42,8 +42,8 @@ gains, measured on the samples the per-channel ranges were fitted to, did not ca
 and -0.1 top-1 points on the test set), while the DS-CNN's first tensor (5.5 dB less noise, +1.97 dB on
 the calibration samples) gained +2.5 dB on the test set. The bar on the noise also keeps the scoring
 cheap: a tensor below it costs no quantization and no scoring. `on` gives every candidate per-channel
-scales (those a fused clamp refuses excepted), `off` none. transforms.dw_channel_scales in the quant-params JSON lists
-every candidate, whether it has per-channel scales and why.
+scales (those a fused clamp refuses excepted), `off` none. transforms.dw_channel_scales in the
+quant-params JSON lists every candidate, whether it has per-channel scales and why.
 """
 
 from __future__ import annotations
