@@ -349,7 +349,11 @@ def _weighted(view: _View) -> Iterator[Derived]:
     channels = view.tensors[out_name]["shape"][-1]
     s_w = np.broadcast_to(np.asarray(view.tensors[view.layer["weights"]]["scale"], np.float64), (channels,))
     if np.ndim(s_in):  # per-channel input of a depthwise layer: output channel c reads channel c // ch_mult
-        s_in = np.repeat(s_in, channels // max(np.size(s_in), 1))
+        if channels % np.size(s_in):
+            raise P.QuantizationError(
+                f"{np.size(s_in)} input scales do not divide the {channels} output channels evenly"
+            )
+        s_in = np.repeat(s_in, channels // np.size(s_in))
     expected = P.conv_params(view.layer["name"], s_in, zp_in, s_w, s_out, zp_out)
     mults, shifts = expected["multiplier"], expected["shift"]
 
