@@ -26,7 +26,7 @@ from quantcore.ir import Graph
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
-from quantcore.quantize import lowering, mixed_precision
+from quantcore.quantize import channel_scales, lowering, mixed_precision
 from quantcore.quantize.bias_correction import correct_biases
 from quantcore.quantize.document import (
     DocumentError,
@@ -77,6 +77,9 @@ class QuantizeOptions:
     pool_as_depthwise: bool | None = None
     """Average pools run as depthwise convolutions: forced or (None) chosen by the rule of
     quantcore/quantize/lowering.py (SQNR gained against flash and RAM added on `core`)."""
+    dw_channel_scales: bool | None = None
+    """Per-channel scales for activations read only by depthwise convolutions: forced or (None) chosen
+    by the rule of quantcore/quantize/channel_scales.py (kept where it raises the output SQNR)."""
     int16_auto: bool = False
     """Pick int16 tensors by sensitivity within `budget` (quantcore/quantize/mixed_precision.py), on top
     of `int16_layers`."""
@@ -222,7 +225,10 @@ def quantize(
             model.graph, model.float_model)  # fmt: skip
         calibration, summary = calibrate(graph, float_model, data, plan)
         pools = _choose_pools(graph, calibration, config, selection, options)
-        graph, qgraph = lowering.substitute(graph, pools.substituted), pools.qgraph
+        graph = lowering.substitute(graph, pools.substituted)
+        calibration, channels = _choose_channel_scales(graph, calibration, config, float_model, data, pools,
+                                                       selection, options)  # fmt: skip
+        qgraph = channels.qgraph
         for bc in bc_choices:
             corrected, corrections = qgraph, {}
             if bc:
@@ -231,7 +237,7 @@ def quantize(
                 )
                 selection.remember(corrected, outputs)
             candidates[(eq, bc)] = _Candidate(
-                graph, float_model, calibration, corrected, summary, corrections, pools
+                graph, float_model, calibration, corrected, summary, corrections, pools, channels
             )
     # Scored only when there is a choice to make.
     sqnr = {k: _score(selection, c) for k, c in candidates.items()} if len(candidates) > 1 else {}
@@ -251,9 +257,11 @@ def quantize(
             _pair(sqnr, (eq, False), (eq, True)),
         ),
         "pool_as_depthwise": lowering.entry(options.pool_as_depthwise, best.pools, model.graph, options.core),
+        "dw_channel_scales": channel_scales.entry(options.dw_channel_scales, best.channels),
     }
     qgraph, mixed = best.qgraph, None
     if options.int16_auto:
+        config = dataclasses.replace(config, channel_scales=best.channels.applied)
         choice, corrections = _choose_int16(best, selection, config, bc, options)
         qgraph = choice.qgraph
         if bc:
@@ -278,11 +286,12 @@ def quantize_imported(model: LoadedModel, rounding: Rounding = Rounding.DOUBLE) 
 
 
 def _score(selection: _Selection, candidate: _Candidate) -> float:
-    """The candidate's output SQNR on the selection samples; the pool rule's own figure when the
-    candidate is the graph the rule chose and scored (no bias correction on top)."""
-    pools = candidate.pools
-    if candidate.qgraph is pools.qgraph and pools.sqnr is not None:
-        return pools.sqnr
+    """The candidate's output SQNR on the selection samples; the pool rule's or the channel-scale
+    rule's own figure when the candidate is the graph that rule chose and scored (no bias correction
+    on top)."""
+    for choice in (candidate.channels, candidate.pools):
+        if candidate.qgraph is choice.qgraph and choice.sqnr is not None:
+            return choice.sqnr
     return selection.sqnr(candidate.qgraph)
 
 
@@ -333,6 +342,50 @@ def _choose_pools(
         functools.partial(_memory, core=_core(options)),
         options.budget,
     )
+
+
+def _choose_channel_scales(
+    graph: Graph,
+    calibration: Calibration,
+    config: QuantConfig,
+    float_model: Any,
+    data: DataSet,
+    pools: lowering.Choice,
+    selection: _Selection,
+    options: QuantizeOptions,
+) -> tuple[Calibration, channel_scales.Choice]:
+    """The tensors read only by depthwise layers worth per-channel scales (quantcore/quantize/
+    channel_scales.py), on `graph` with its pools substituted, and the calibration with their
+    per-channel ranges (observed on the same calibration set, by the same float model)."""
+    found = (
+        channel_scales.candidates(graph, lowering.imported(graph))
+        if options.dw_channel_scales is not False
+        else {}
+    )
+    found = {name: v for name, v in found.items() if name in calibration.ranges}
+    if found:
+        ranges = channel_scales.channel_ranges(float_model, graph.inputs[0], data, found, options.batch_size)
+        calibration = dataclasses.replace(calibration, channels={**calibration.channels, **ranges})
+
+    def build(names: frozenset[str]) -> Graph:
+        chosen = dataclasses.replace(config, channel_scales=names)
+        return quantize_graph(graph, calibration, chosen)
+
+    noise = {name: _noise_db(calibration, name) for name in found}
+    choice = channel_scales.choose(
+        found, options.dw_channel_scales, build, selection.sqnr, (pools.qgraph, pools.sqnr), noise
+    )
+    return calibration, choice
+
+
+def _noise_db(calibration: Calibration, name: str) -> float:
+    """How much per-channel scales would lower the tensor's own quantization noise (channel_scales)."""
+    from quantcore.calibrate.qparams import quant_params
+
+    lo, hi = calibration.ranges[name]
+    scale, zero_point = quant_params(lo, hi)
+    scales = channel_scales.channel_scales(scale, zero_point, (lo, hi), calibration.channels[name])
+    return channel_scales.noise_db(scale, scales)
 
 
 def _core(options: QuantizeOptions) -> Core:
@@ -392,6 +445,7 @@ class _Candidate:
     summary: dict[str, Any]
     corrections: Mapping[str, Any]
     pools: lowering.Choice
+    channels: channel_scales.Choice
 
 
 def _calibration_plan(options: QuantizeOptions) -> CalibrationPlan:

@@ -188,3 +188,46 @@ def residual_cnn(seed: int = 0, batch: int | str = 1) -> onnx.ModelProto:
         inits,
     )
     return _opset13(graph, full_check=True)
+
+
+def depthwise_cnn(seed: int = 0, batch: int | str = 1) -> onnx.ModelProto:
+    """Tensors read only by depthwise convolutions (1x12x12 in, 10 classes out): Conv-Clip(0,6) whose
+    channels span ranges 1x to 16x apart -> depthwise Conv-ReLU -> 1x1 Conv-ReLU -> depthwise Conv with
+    channel multiplier 2 -> GlobalAveragePool, Flatten, Gemm."""
+    rng = np.random.default_rng(seed)
+    c1w = rng.normal(0, 0.5, (8, 1, 3, 3)).astype(np.float32)
+    c1w *= np.geomspace(1 / 16, 1, 8, dtype=np.float32)[:, None, None, None]
+    inits = [
+        numpy_helper.from_array(c1w, "c1.w"),
+        numpy_helper.from_array(rng.normal(0.05, 0.05, 8).astype(np.float32), "c1.b"),
+        _normal(rng, "dw1.w", 8, 1, 3, 3),
+        _normal(rng, "dw1.b", 8, scale=0.1),
+        _normal(rng, "pw.w", 6, 8, 1, 1),
+        _normal(rng, "pw.b", 6, scale=0.1),
+        _normal(rng, "dw2.w", 12, 1, 3, 3),
+        _normal(rng, "dw2.b", 12, scale=0.1),
+        _normal(rng, "fc.w", 10, 12),
+        _normal(rng, "fc.b", 10, scale=0.1),
+        numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+        numpy_helper.from_array(np.array(6.0, np.float32), "six"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "c1.w", "c1.b"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["c1", "zero", "six"], ["a1"], name="relu6"),
+        helper.make_node("Conv", ["a1", "dw1.w", "dw1.b"], ["d1"], name="dw1", group=8, pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["d1"], ["a2"], name="relu2"),
+        helper.make_node("Conv", ["a2", "pw.w", "pw.b"], ["p"], name="pw"),
+        helper.make_node("Relu", ["p"], ["a3"], name="relu3"),
+        helper.make_node("Conv", ["a3", "dw2.w", "dw2.b"], ["d2"], name="dw2", group=6, strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["d2"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc.w", "fc.b"], ["logits"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "depthwise_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 1, 12, 12])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 10])],
+        inits,
+    )
+    return _opset13(graph)

@@ -92,6 +92,14 @@ def register(sub: Any) -> None:
         " on/off force it",
     )
     p.add_argument(
+        "--dw-channel-scales",
+        choices=list(_MODES),
+        default="auto",
+        help="per-channel scales for activations read only by depthwise convolutions (folded into the"
+        " producer's and the depthwise layers' multipliers): auto where they raise the output SQNR on the"
+        " calibration set (default); on/off force it",
+    )
+    p.add_argument(
         "--workers",
         type=_args.WORKERS,
         default=1,
@@ -158,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
         equalize=_MODES[args.equalize],
         bias_correction=_MODES[args.bias_correction],
         pool_as_depthwise=_MODES[args.pool_as_depthwise],
+        dw_channel_scales=_MODES[args.dw_channel_scales],
         progress=sys.stderr.isatty(),
     )
     result = pipeline.quantize(model, calib, options)
@@ -172,9 +181,12 @@ def run(args: argparse.Namespace) -> int:
             f" {figures['int8']:.2f} -> {figures['mixed']:.2f} dB; flash {memory['int8']['flash']} ->"
             f" {memory['mixed']['flash']} B, ram {memory['int8']['ram']} -> {memory['mixed']['ram']} B"
         )
-    pools = _pools_line(transforms["pool_as_depthwise"])
-    if pools:
-        print(pools)
+    for line in (
+        _pools_line(transforms["pool_as_depthwise"]),
+        _channels_line(transforms["dw_channel_scales"]),
+    ):
+        if line:
+            print(line)
     scheme = ", ".join(["per-tensor" if args.per_tensor else "per-channel", *applied])
     return _written(
         args, result.document, f"quantized from {len(calib)} samples ({args.method}, {scheme})", started
@@ -200,6 +212,20 @@ def _pools_line(entry: dict[str, Any]) -> str:
         how = "as depthwise_conv2d" if record["substituted"] else "kept"
         parts.append(f"{display.quoted(name)} {how} ({display.shown(record['why'])})")
     return f"avg_pool: {'; '.join(parts)}"
+
+
+def _channels_line(entry: dict[str, Any]) -> str:
+    """Which depthwise inputs got per-channel scales, and why ("" when no tensor was a candidate)."""
+    from quantcore import display
+
+    tensors = entry["tensors"]
+    if not tensors:
+        return ""
+    parts = []
+    for name, record in tensors.items():
+        how = "per channel" if record["per_channel"] else "per tensor"
+        parts.append(f"{display.quoted(name)} {how} ({display.shown(record['why'])})")
+    return f"depthwise inputs: {'; '.join(parts)}"
 
 
 def _imported(args: argparse.Namespace, model: Any, started: float) -> int:

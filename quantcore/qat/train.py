@@ -19,6 +19,7 @@ returns a document to write.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import time
@@ -93,6 +94,9 @@ def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions | None =
     start_options = options.start or pipeline.QuantizeOptions()
     if start_options.int16_layers or start_options.int16_auto:
         raise QatTrainingError("quantization-aware training runs int8 only: drop --int16")
+    # Fake quantization learns one range per activation tensor: per-channel scales into depthwise
+    # layers (quantcore/quantize/channel_scales.py) would not survive the export, so the start has none.
+    start_options = dataclasses.replace(start_options, dw_channel_scales=False)
     with _process_group() as (rank, world):
         if options.batch_size % world:
             raise QatTrainingError(

@@ -180,7 +180,7 @@ def _float_bias(node: Node, float_graph: Graph, channels: int) -> np.ndarray:
 def _dequantized(graph: Graph, name: str, q: np.ndarray) -> Floats:
     quant = graph.tensor(name).quant
     assert quant is not None
-    return dequantize(q, float(quant.scale), int(quant.zero_point))
+    return dequantize(q, int8_exec.activation_scale(quant), int(quant.zero_point))
 
 
 def _dequantized_weights(q: np.ndarray, scale: Any, axis: int | None) -> Floats:

@@ -260,6 +260,13 @@ class _View:
     def qparams(self, name: str) -> tuple[float, int]:
         return float(self.tensors[name]["scale"]), int(self.tensors[name]["zero_point"])
 
+    def scales(self, name: str) -> tuple[float | np.ndarray, int]:
+        """A tensor's scale, per channel (an array) for an activation with per-channel scales (the
+        semantic stage allows those only between a conv-like producer and depthwise readers)."""
+        scale = self.tensors[name]["scale"]
+        values = np.asarray(scale, np.float64) if isinstance(scale, list) else float(scale)
+        return values, int(self.tensors[name]["zero_point"])
+
     def input(self, index: int = 0) -> tuple[str, float, int]:
         name = self.layer["inputs"][index]
         return (name, *self.qparams(name))
@@ -282,10 +289,12 @@ def _offsets(view: _View, keys: Sequence[tuple[str, int | None]]) -> Iterator[De
     """Input offsets negate their input's zero point, output offsets are the output's zero point."""
     for key, input_index in keys:
         if input_index is None:
-            name, _, zero_point = view.output()
+            name = view.layer["outputs"][0]
+            zero_point = view.scales(name)[1]  # per-channel scales (a conv's output) share one zero point
             yield view.param(key, zero_point, f"the zero point of output {quoted(name)}: it must equal it")
         else:
-            name, _, zero_point = view.input(input_index)
+            name = view.layer["inputs"][input_index]
+            zero_point = view.scales(name)[1]
             yield view.param(
                 key,
                 -zero_point,
@@ -294,18 +303,26 @@ def _offsets(view: _View, keys: Sequence[tuple[str, int | None]]) -> Iterator[De
 
 
 def _clamp(view: _View) -> Iterator[Derived]:
-    """act_min/act_max of a fused none/relu/relu6 (a "clip" records no bounds to compare with)."""
+    """act_min/act_max of a fused none/relu/relu6 (a "clip" records no bounds to compare with). With
+    per-channel output scales every channel's clamp must be the one pair the kernel takes: the first
+    channel that gives another is named."""
     activation = Activation(view.layer.get("activation", "none"))
     if activation is Activation.CLIP:
         return
-    name, scale, zero_point = view.output()
-    low, high = P.activation_range(activation, None, scale, zero_point, view.dtype(name))
-    basis = (
-        f"the layer's activation {activation.value!r} on output {quoted(name)} (scale {scale:.6g}, zero point"
-        f" {zero_point}, {view.tensors[name]['dtype']})"
-    )
-    yield view.param("act_min", low, f"{basis}, which gives {low}")
-    yield view.param("act_max", high, f"{basis}, which gives {high}")
+    name = view.layer["outputs"][0]
+    scales, zero_point = view.scales(name)
+    per_channel, flat = np.ndim(scales) > 0, [float(s) for s in np.ravel(scales)]
+    pairs = [P.activation_range(activation, None, s, zero_point, view.dtype(name)) for s in flat]
+    for key, index in (("act_min", 0), ("act_max", 1)):
+        codes = [pair[index] for pair in pairs]
+        channel = next((c for c, code in enumerate(codes) if code != view.params[key]), 0)
+        scale, code = flat[channel], codes[channel]
+        where = f"scale[{channel}] {scale:.6g}" if per_channel else f"scale {scale:.6g}"
+        basis = (
+            f"the layer's activation {activation.value!r} on output {quoted(name)} ({where}, zero point"
+            f" {zero_point}, {view.tensors[name]['dtype']}), which gives {code}"
+        )
+        yield view.param(key, code, basis)
 
 
 def _channel_values(
@@ -327,15 +344,22 @@ def _channel_values(
 
 def _weighted(view: _View) -> Iterator[Derived]:
     """conv2d, depthwise_conv2d, fully_connected: per channel s_in * s_w[c] / s_out (TFLite's formula)."""
-    in_name, s_in, zp_in = view.input()
-    out_name, s_out, zp_out = view.output()
+    in_name, out_name = view.layer["inputs"][0], view.layer["outputs"][0]
+    (s_in, zp_in), (s_out, zp_out) = view.scales(in_name), view.scales(out_name)
     channels = view.tensors[out_name]["shape"][-1]
     s_w = np.broadcast_to(np.asarray(view.tensors[view.layer["weights"]]["scale"], np.float64), (channels,))
+    if np.ndim(s_in):  # per-channel input of a depthwise layer: output channel c reads channel c // ch_mult
+        if channels % np.size(s_in):
+            raise P.QuantizationError(
+                f"{np.size(s_in)} input scales do not divide the {channels} output channels evenly"
+            )
+        s_in = np.repeat(s_in, channels // np.size(s_in))
     expected = P.conv_params(view.layer["name"], s_in, zp_in, s_w, s_out, zp_out)
     mults, shifts = expected["multiplier"], expected["shift"]
 
     def scales(c: int) -> str:
-        return f"the recorded scales: s_in {s_in:.6g} * s_w[{c}] {s_w[c]:.6g} / s_out {s_out:.6g}"
+        s_in_c, s_out_c = _channel(s_in, c), _channel(s_out, c)
+        return f"the recorded scales: s_in{s_in_c} * s_w[{c}] {s_w[c]:.6g} / s_out{s_out_c}"
 
     yield from _channel_values(
         view, "multiplier", mults, lambda c: f"{scales(c)} gives {mults[c]} (shift {shifts[c]})"
@@ -355,8 +379,14 @@ def _weighted(view: _View) -> Iterator[Derived]:
         yield from _bias_scales(view, s_in, s_w)
 
 
-def _bias_scales(view: _View, s_in: float, s_w: np.ndarray) -> Iterator[Derived]:
-    """The bias is added to sum(x * w), whose scale is s_in * s_w[c]: at any other scale it is wrong."""
+def _channel(scale: float | np.ndarray, c: int) -> str:
+    """ " 0.02" for a per-tensor scale, "[3] 0.02" for channel c of a per-channel one."""
+    return f"[{c}] {float(scale[c]):.6g}" if isinstance(scale, np.ndarray) else f" {scale:.6g}"
+
+
+def _bias_scales(view: _View, s_in: float | np.ndarray, s_w: np.ndarray) -> Iterator[Derived]:
+    """The bias is added to sum(x * w), whose scale is s_in * s_w[c] (s_in[c // ch_mult] for a depthwise
+    layer's per-channel input): at any other scale it is wrong."""
     name = view.layer["bias"]
     recorded = view.tensors[name]["scale"]
     path: JsonPath = ("tensors", name, "scale")
@@ -366,8 +396,8 @@ def _bias_scales(view: _View, s_in: float, s_w: np.ndarray) -> Iterator[Derived]
         if here == value:
             continue
         basis = (
-            f"the recorded scales: s_in {s_in:.6g} * s_w[{channel}] {s_w[channel]:.6g} gives {value!r} (the"
-            " accumulator's scale, at which the kernel adds the bias)"
+            f"the recorded scales: s_in{_channel(s_in, channel)} * s_w[{channel}] {s_w[channel]:.6g} gives"
+            f" {value!r} (the accumulator's scale, at which the kernel adds the bias)"
         )
         yield Derived((*path, channel) if isinstance(recorded, list) else path, here, value, basis)
         if not isinstance(recorded, list):

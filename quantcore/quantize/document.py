@@ -118,10 +118,12 @@ def _activation_entry(tensor: Tensor) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "kind": "activation",
         "dtype": q.dtype.label,
-        "scale": float(q.scale),
+        "scale": _floats(q.scale),
         "zero_point": int(q.zero_point),
-        "shape": list(tensor.shape),
     }
+    if q.axis is not None:  # per-channel scales into depthwise layers (transforms.dw_channel_scales)
+        entry["axis"] = q.axis
+    entry["shape"] = list(tensor.shape)
     if q.observed is not None:
         entry["observed"] = {"min": float(q.observed[0]), "max": float(q.observed[1])}
     if q.clip is not None:
@@ -368,6 +370,7 @@ def _activation_quant(entry: Mapping[str, Any]) -> QuantParams:
         _dtype(entry["dtype"]),
         np.array(entry["scale"], np.float64),
         np.array(entry["zero_point"]),
+        axis=entry.get("axis"),
         observed=observed,
         clip=clip,
         method=entry.get("method"),

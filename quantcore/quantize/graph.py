@@ -38,6 +38,9 @@ class QuantConfig:
     lower_pools: bool = True
     """Run every average pool that narrows its range NARROWING times as a depthwise conv (its own output
     scale). pipeline.quantize passes False and substitutes the pools lowering's rule chose itself."""
+    channel_scales: frozenset[str] = frozenset()
+    """Activation tensors quantized with one scale per channel (quantcore/quantize/channel_scales.py);
+    their per-channel ranges are in Calibration.channels."""
 
 
 @dataclass(frozen=True)
@@ -47,13 +50,15 @@ class Calibration:
     ranges: Mapping[str, tuple[float, float]]
     observed: Mapping[str, tuple[float, float]] = field(default_factory=dict)
     methods: Mapping[str, str] = field(default_factory=dict)
+    channels: Mapping[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    """Per-channel (min, max) of the tensors that may take per-channel scales."""
 
 
 def quantize_graph(graph: Graph, calibration: Calibration, config: QuantConfig = QuantConfig()) -> Graph:
     graph = lower_narrowing_pools(graph, calibration.ranges) if config.lower_pools else graph
     graph, copies = assign_precision(graph, config.int16_layers)
     calibration = _with_copies(calibration, copies)
-    activations = _activation_qparams(graph, calibration)
+    activations = _activation_qparams(graph, calibration, config.channel_scales)
     graph = graph.with_tensors(*activations.values())
     nodes = []
     for node in graph.nodes:
@@ -81,7 +86,12 @@ def _with_copies(calibration: Calibration, copies: Mapping[str, str]) -> Calibra
     def extend(table: Mapping[str, Any]) -> dict[str, Any]:
         return {**table, **{new: table[src] for new, src in copies.items() if src in table}}
 
-    return Calibration(extend(calibration.ranges), extend(calibration.observed), extend(calibration.methods))
+    return Calibration(
+        extend(calibration.ranges),
+        extend(calibration.observed),
+        extend(calibration.methods),
+        calibration.channels,
+    )
 
 
 def activation_groups(graph: Graph) -> dict[str, str]:
@@ -103,7 +113,9 @@ def activation_groups(graph: Graph) -> dict[str, str]:
     return {name: root(name) for name in parent}
 
 
-def _activation_qparams(graph: Graph, calibration: Calibration) -> dict[str, Tensor]:
+def _activation_qparams(
+    graph: Graph, calibration: Calibration, per_channel: frozenset[str] = frozenset()
+) -> dict[str, Tensor]:
     groups = activation_groups(graph)
     fixed = {groups[n.outputs[0]]: SOFTMAX_OUTPUT for n in graph.nodes if n.op is Op.SOFTMAX}
     imported = {groups[t.name]: t.quant for t in graph.activations() if t.quant is not None}
@@ -118,8 +130,34 @@ def _activation_qparams(graph: Graph, calibration: Calibration) -> dict[str, Ten
         group = groups[tensor.name]
         dtype = DType.INT16 if tensor.dtype is DType.INT16 else DType.INT8
         quant = _qparams_for(tensor.evolve(dtype=dtype), group, fixed, imported, spans, calibration)
+        if tensor.name in per_channel:
+            quant = _per_channel(tensor.name, quant, groups, calibration)
         result[tensor.name] = tensor.evolve(dtype=dtype, quant=quant)
     return result
+
+
+def _per_channel(
+    name: str, quant: QuantParams, groups: Mapping[str, str], calibration: Calibration
+) -> QuantParams:
+    """The tensor's scale split per channel around its zero point (quantcore/quantize/channel_scales.py)."""
+    from quantcore.quantize.channel_scales import channel_scales
+
+    alone = sum(1 for g in groups.values() if g == groups[name]) == 1
+    if quant.dtype is not DType.INT8 or quant.clip is None or not alone or name not in calibration.channels:
+        raise P.QuantizationError(
+            f"tensor {name!r}: per-channel scales need an int8 tensor of its own calibrated range"
+            " (not int16, fixed, imported or shared with a pad/pool/reshape) and its per-channel ranges"
+        )
+    scales = channel_scales(float(quant.scale), int(quant.zero_point), quant.clip, calibration.channels[name])
+    return QuantParams(
+        quant.dtype,
+        scales,
+        quant.zero_point,
+        axis=3,
+        observed=quant.observed,
+        clip=quant.clip,
+        method=quant.method,
+    )
 
 
 def _qparams_for(
@@ -156,15 +194,34 @@ Quantizer = Callable[[Graph, Node, QuantConfig], tuple[Node, list[Tensor]]]
 def _qp(graph: Graph, name: str) -> tuple[float, int]:
     quant = graph.tensor(name).quant
     assert quant is not None, name
+    if quant.axis is not None:  # only conv-like layers take per-channel activation scales (_scales)
+        raise P.QuantizationError(f"tensor {name!r}: per-channel scales, but a reader takes one scale")
     return float(quant.scale), int(quant.zero_point)
 
 
+def _scales(graph: Graph, name: str) -> tuple[float | np.ndarray, int]:
+    """A tensor's scale (an array along the channels for per-channel activation scales) and zero point."""
+    quant = graph.tensor(name).quant
+    assert quant is not None, name
+    scale = np.asarray(quant.scale, np.float64) if quant.axis is not None else float(quant.scale)
+    return scale, int(quant.zero_point)
+
+
 def _clamp(graph: Graph, node: Node) -> dict[str, int]:
+    """The fused activation as integer codes; one pair for every channel of a per-channel output, which
+    a clamp at a real value other than 0 (ReLU6, Clip) may not give: then the layer is refused."""
     out = graph.tensor(node.outputs[0])
-    scale, zp = _qp(graph, out.name)
-    lo, hi = P.activation_range(
-        node.attr("activation", Activation.NONE), node.attr("clip"), scale, zp, out.dtype
-    )
+    scales, zp = _scales(graph, out.name)
+    activation = node.attr("activation", Activation.NONE)
+    pairs = {
+        P.activation_range(activation, node.attr("clip"), float(s), zp, out.dtype) for s in np.ravel(scales)
+    }
+    if len(pairs) > 1:
+        raise P.QuantizationError(
+            f"layer {node.name!r}: its fused {activation.value} clamp falls on different codes per channel"
+            f" of {out.name!r} ({len(pairs)} pairs), but the kernel takes one act_min/act_max"
+        )
+    lo, hi = pairs.pop()
     return {"act_min": lo, "act_max": hi}
 
 
@@ -183,14 +240,20 @@ _CONV_KERNELS = {
 
 def _conv_like(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
     x, w_name, b_name = node.inputs
-    s_in, zp_in = _qp(graph, x)
-    s_out, zp_out = _qp(graph, node.outputs[0])
+    s_in, zp_in = _scales(graph, x)
+    s_out, zp_out = _scales(graph, node.outputs[0])
+    if node.op is Op.FULLY_CONNECTED and (np.ndim(s_in) or np.ndim(s_out)):
+        raise P.QuantizationError(f"layer {node.name!r}: a fully connected layer takes one scale per tensor")
     wide = _wide(graph, node)
     # arm_fully_connected_s16 takes one multiplier: its weights are quantized per tensor.
     per_channel = config.per_channel and not (wide and node.op is Op.FULLY_CONNECTED)
     wq, s_w = _weights(graph, node, w_name, per_channel)
     bias = graph.constant(b_name) if b_name else np.zeros(len(s_w), np.float32)
     bias_dtype = DType.INT64 if wide else DType.INT32  # the s16 kernels take int64 biases
+    if np.ndim(s_in):  # a depthwise layer's per-channel input: output channel c reads channel c // ch_mult
+        if node.op is not Op.DEPTHWISE_CONV2D:
+            raise P.QuantizationError(f"layer {node.name!r}: per-channel input scales need a depthwise layer")
+        s_in = np.repeat(s_in, len(s_w) // np.size(s_in))
     q_b = quantize_bias(bias, s_in, s_w, wide)
     bq = Tensor(
         f"{node.name}.bias",

@@ -54,8 +54,10 @@ def activation_range(
 
 
 def conv_params(
-    layer: str, s_in: float, zp_in: int, s_w: np.ndarray, s_out: float, zp_out: int
+    layer: str, s_in: float | np.ndarray, zp_in: int, s_w: np.ndarray, s_out: float | np.ndarray, zp_out: int
 ) -> dict[str, Any]:
+    """`s_in` and `s_out` may be per channel (activation scales into a depthwise layer, channel_scales.py):
+    arrays as long as s_w, the input's repeated over the channel multiplier."""
     mult, shift = quantize_multipliers(s_in * s_w / s_out, name=f"{layer} output multiplier")
     _check_shifts(layer, shift)
     return {

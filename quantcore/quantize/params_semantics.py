@@ -24,6 +24,7 @@ def problems(doc: Doc, suggest: Suggest) -> Iterator[Problem]:
     yield from _check_model(doc, suggest)
     yield from _check_layers(doc, suggest)
     yield from _check_calibration(doc)
+    yield from _check_channel_activations(doc)
 
 
 def _check_tensors(doc: Doc) -> Iterator[Problem]:
@@ -32,6 +33,8 @@ def _check_tensors(doc: Doc) -> Iterator[Problem]:
         at: JsonPath = ("tensors", name)
         if tensor["kind"] != "activation":
             yield from _check_channels(tensor, at)
+        elif isinstance(tensor["scale"], list) or "axis" in tensor:
+            yield from _check_activation_channels(tensor, at)
         if tensor["kind"] == "weight" and per_tensor and isinstance(tensor["scale"], list):
             yield Problem.at((*at, "scale"), 'must be one number: scheme.weights is "per-tensor", got a list')
         for key in ("observed", "range"):
@@ -66,6 +69,70 @@ def _check_channels(tensor: Doc, at: JsonPath) -> Iterator[Problem]:
         elif per_channel and len(value) != channels:
             yield Problem.at(
                 (*at, *sub), f"must have {channels} entries, one per channel of {along}, got {len(value)}"
+            )
+
+
+def _check_activation_channels(tensor: Doc, at: JsonPath) -> Iterator[Problem]:
+    """Per-channel scales of an activation: a list with an axis, one scale per channel of an int8 NHWC
+    tensor (the zero point stays one number)."""
+    shape = tensor["shape"]
+    if not isinstance(tensor["scale"], list):
+        yield Problem.at((*at, "axis"), "only per-channel scales (a list) have an axis")
+    elif "axis" not in tensor:
+        yield Problem.at(at, 'missing required property "axis" (the channel axis of per-channel scales, 3)')
+    elif tensor["dtype"] != "int8" or len(shape) != 4:
+        yield Problem.at(
+            (*at, "scale"),
+            f"must be one number: per-channel scales are for int8 NHWC (4-D) activations, this is"
+            f" {tensor['dtype']} of shape {shape}",
+        )
+    elif len(tensor["scale"]) != shape[3]:
+        yield Problem.at(
+            (*at, "scale"),
+            f"must have {shape[3]} entries, one per channel of axis 3 of shape {shape}, got"
+            f" {len(tensor['scale'])}",
+        )
+
+
+def _check_channel_activations(doc: Doc) -> Iterator[Problem]:
+    """A per-channel activation sits between a conv2d/depthwise_conv2d layer and depthwise_conv2d
+    readers only (whose per-channel multipliers absorb its scales; any other kernel takes one scale),
+    is no model input or output, and is what transforms.dw_channel_scales records as per channel."""
+    per_channel = {
+        n for n, t in doc["tensors"].items() if t["kind"] == "activation" and isinstance(t["scale"], list)
+    }
+    recorded = doc.get("transforms", {}).get("dw_channel_scales", {}).get("tensors", {})
+    ends = {entry["name"] for side in ("inputs", "outputs") for entry in doc["model"][side]}
+    for name in sorted(per_channel & ends):
+        yield Problem.at(
+            ("tensors", name, "scale"), "must be one number: a model input or output has one scale"
+        )
+    for index, layer in enumerate(doc["layers"]):
+        for position, name in enumerate(layer["inputs"]):
+            if name in per_channel and (layer["op"] != "depthwise_conv2d" or position != 0):
+                yield Problem.at(
+                    ("layers", index, "inputs", position),
+                    f"{quoted(name)} has per-channel scales, which only a depthwise_conv2d layer's"
+                    f" multipliers absorb; {layer['op']} takes one scale: re-run fixpoint quantize",
+                )
+        for name in layer["outputs"]:
+            if name in per_channel and layer["op"] not in ("conv2d", "depthwise_conv2d"):
+                yield Problem.at(
+                    ("layers", index, "outputs", 0),
+                    f"{quoted(name)} has per-channel scales, which only a conv2d or depthwise_conv2d"
+                    f" layer's multipliers write; {layer['op']} writes one scale: re-run fixpoint quantize",
+                )
+    for name in sorted(per_channel - {n for n, r in recorded.items() if r["per_channel"]}):
+        yield Problem.at(
+            ("tensors", name, "scale"),
+            "is per channel, but $.transforms.dw_channel_scales does not record the tensor as per channel;"
+            " re-run fixpoint quantize",
+        )
+    for name, record in recorded.items():
+        if record["per_channel"] and name not in per_channel:
+            yield Problem.at(
+                ("transforms", "dw_channel_scales", "tensors", name, "per_channel"),
+                f"true, but {quoted(name)} is not an activation with per-channel scales in $.tensors",
             )
 
 

@@ -35,8 +35,10 @@ def quantize_weights(w: np.ndarray, scales: F64, axis: int | None) -> npt.NDArra
     return np.clip(q, -WEIGHT_QMAX, WEIGHT_QMAX).astype(np.int8)
 
 
-def quantize_bias(b: np.ndarray, input_scale: float, weight_scales_: F64, wide: bool = False) -> np.ndarray:
-    """round(b / (s_in * s_w[c])): int32, or int64 for the s16 kernels (`wide`)."""
+def quantize_bias(
+    b: np.ndarray, input_scale: float | F64, weight_scales_: F64, wide: bool = False
+) -> np.ndarray:
+    """round(b / (s_in * s_w[c])): int32, or int64 for the s16 kernels (`wide`); s_in may be per channel."""
     q = _round(b.astype(np.float64) / (input_scale * weight_scales_))
     if wide:
         return q.astype(np.int64)
@@ -44,9 +46,10 @@ def quantize_bias(b: np.ndarray, input_scale: float, weight_scales_: F64, wide: 
 
 
 def quantize_activation(
-    x: np.ndarray, scale: float, zero_point: int, qmin: int = -128, qmax: int = 127
+    x: np.ndarray, scale: float | F64, zero_point: int, qmin: int = -128, qmax: int = 127
 ) -> np.ndarray:
-    """q = clamp(round(x / scale) + zero_point) - how calibration data enters the int8 graph."""
+    """q = clamp(round(x / scale) + zero_point) - how calibration data enters the int8 graph; a
+    per-channel `scale` runs along the last (channel) axis."""
     q = _round(np.asarray(x, dtype=np.float64) / scale) + zero_point
     return np.clip(q, qmin, qmax).astype(np.int8 if qmax == 127 else np.int16)
 

@@ -51,7 +51,7 @@ def activation_entries(document: Mapping[str, Any]) -> list[dict[str, Any]]:
             "layer": producers.get(name, "input"),
             "dtype": tensor.get("dtype", "int8"),
             "method": tensor.get("method"),
-            "scale": float(tensor["scale"]),
+            "scale": coarsest(tensor["scale"]),
             "zero_point": int(tensor["zero_point"]),
             "observed": _range(tensor["observed"]) if "observed" in tensor else None,
             "range": _range(tensor["range"]) if "range" in tensor else represented(tensor),
@@ -63,8 +63,14 @@ def activation_entries(document: Mapping[str, Any]) -> list[dict[str, Any]]:
 def represented(tensor: Mapping[str, Any]) -> dict[str, float]:
     """The real range an activation's scale and zero point represent (its dtype's integer range)."""
     dtype: Dtype = "int16" if tensor.get("dtype") == "int16" else "int8"  # the schema's only two
-    lo, hi = representable_range(float(tensor["scale"]), int(tensor["zero_point"]), dtype)
+    lo, hi = representable_range(coarsest(tensor["scale"]), int(tensor["zero_point"]), dtype)
     return {"min": lo, "max": hi}
+
+
+def coarsest(scale: float | list[float]) -> float:
+    """An activation's scale, or the largest of its per-channel scales (a depthwise layer's input,
+    transforms.dw_channel_scales): the one that represents the tensor's whole range."""
+    return float(max(scale)) if isinstance(scale, list) else float(scale)
 
 
 def _range(recorded: Mapping[str, Any]) -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from quantcore.ir import DType, Graph, GraphError, Node, Op
+from quantcore.ir import DType, Graph, GraphError, Node, Op, QuantParams
 from quantcore.kernels.conv import convolve_s8, depthwise_conv_s8
 from quantcore.kernels.convert import requantize_tensor
 from quantcore.kernels.elementwise import (
@@ -49,14 +49,20 @@ def quantize_to(graph: Graph, name: str, x: Array) -> Array:
     assert quant is not None
     wide = quant.dtype is DType.INT16
     return quantize_activation(
-        x, float(quant.scale), int(quant.zero_point), *((-32768, 32767) if wide else (-128, 127))
+        x, activation_scale(quant), int(quant.zero_point), *((-32768, 32767) if wide else (-128, 127))
     )
 
 
 def dequantize_tensor(graph: Graph, name: str, q: Array) -> Array:
     quant = graph.tensor(name).quant
     assert quant is not None
-    return dequantize(q, float(quant.scale), int(quant.zero_point))
+    return dequantize(q, activation_scale(quant), int(quant.zero_point))
+
+
+def activation_scale(quant: QuantParams) -> float | Array:
+    """The scale of an activation: one float, or per channel (along the last, NHWC channel axis) for the
+    input of depthwise layers given per-channel scales (quantcore/quantize/channel_scales.py)."""
+    return float(quant.scale) if quant.axis is None else np.asarray(quant.scale, np.float64)
 
 
 def run(graph: Graph, inputs: Mapping[str, Array], rounding: Rounding | None = None) -> Env:

@@ -237,7 +237,7 @@ def _with_one_layer_quantized(
 
 def _step(qgraph: Graph, node: Node) -> float:
     quant = qgraph.tensor(node.outputs[0]).quant
-    return 0.0 if quant is None else float(quant.scale)
+    return 0.0 if quant is None else float(np.max(quant.scale))  # per-channel scales: the coarsest
 
 
 def gradient_magnitudes(float_graph: Graph, data: DataSet, batch_size: int = 64) -> dict[str, float]:

@@ -149,6 +149,18 @@ class Layer:
         quant = self.model.graph.tensor(names[position]).quant
         return None if quant is None else np.asarray(quant.scale, dtype=np.float64).reshape(-1)
 
+    def input_scales(self) -> np.ndarray | None:
+        """s_in per output channel: the input's one scale repeated, or for a depthwise layer whose input
+        has per-channel scales (transforms.dw_channel_scales) channel c // ch_mult's."""
+        s_in, s_w = self.tensor_scale(0), self.tensor_scale(1)
+        bias = self.bias()
+        channels = len(bias) if bias is not None else (len(s_w) if s_w is not None else 0)
+        if s_in is None or not len(s_in) or not channels:
+            return None
+        if len(s_in) == 1:
+            return np.full(channels, s_in[0])
+        return np.repeat(s_in, channels // len(s_in)) if channels % len(s_in) == 0 else None
+
     def bias(self) -> np.ndarray | None:
         """The layer's integer bias as the quantized graph holds it, None when the layer has none."""
         if len(self.node.inputs) < 3 or not self.node.inputs[2]:

@@ -97,7 +97,9 @@ def _zero_points_of_ranges(params: ParamsFile) -> Iterator[Finding]:
         if tensor.get("kind") != "activation" or tensor.get("dtype") != "int8" or "range" not in tensor:
             continue
         scale, zero_point = quant_params(tensor["range"]["min"], tensor["range"]["max"])
-        if not math.isclose(scale, tensor["scale"], rel_tol=1e-9) or zero_point == tensor["zero_point"]:
+        # Per-channel scales (a depthwise layer's input) split the range's scale, around its zero point.
+        recorded = tensor["scale"] if not isinstance(tensor["scale"], list) else scale
+        if not math.isclose(scale, recorded, rel_tol=1e-9) or zero_point == tensor["zero_point"]:
             continue
         path = ("tensors", name, "zero_point")
         lo, hi = tensor["range"]["min"], tensor["range"]["max"]

@@ -185,13 +185,16 @@ def _mismatch(
 
 
 def _scales(layer: Layer, channel: int) -> str:
-    s_in, s_w = layer.tensor_scale(0), layer.tensor_scale(1)
+    s_in, s_w = layer.input_scales(), layer.tensor_scale(1)
     if s_in is None or s_w is None or not len(s_in) or not len(s_w):
         return ""
-    return f" with s_in = {s_in[0]:.6g}, s_w[{channel}] = {s_w[min(channel, len(s_w) - 1)]:.6g}"
+    per_channel = s_in.size > 1 and not np.all(s_in == s_in[0])  # a depthwise input's per-channel scales
+    name = f"s_in[{channel}]" if per_channel else "s_in"
+    s_in_c, s_w_c = s_in[min(channel, len(s_in) - 1)], s_w[min(channel, len(s_w) - 1)]
+    return f" with {name} = {s_in_c:.6g}, s_w[{channel}] = {s_w_c:.6g}"
 
 
-Scaling = Callable[[np.ndarray, float, np.ndarray], np.ndarray]
+Scaling = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 _WRONG_SCALINGS: tuple[tuple[str, Scaling], ...] = (
     ("the float bias rounded: it was never divided by s_in * s_w[c]", lambda q, s_in, s_w: q * s_in * s_w),
     ("round(b / s_w[c]): the input scale s_in is missing", lambda q, s_in, s_w: q * s_in),
@@ -206,9 +209,9 @@ _WRONG_SCALINGS: tuple[tuple[str, Scaling], ...] = (
 
 
 def _diagnosis(layer: Layer, got: list[int], expected: np.ndarray) -> str:
-    s_in, s_w = layer.tensor_scale(0), layer.tensor_scale(1)
+    s_in, s_w = layer.input_scales(), layer.tensor_scale(1)  # s_in per channel: a depthwise input may vary
     n = min(len(got), len(expected))
-    if s_in is None or s_w is None or n == 0:
+    if s_in is None or s_w is None or n == 0 or len(s_in) < n:
         return ""
     q, values = expected[:n].astype(np.float64), np.asarray(got[:n], dtype=np.float64)
     if not values.any():
@@ -217,7 +220,7 @@ def _diagnosis(layer: Layer, got: list[int], expected: np.ndarray) -> str:
     if scale_w is None:
         return ""
     for label, formula in _WRONG_SCALINGS:
-        mistaken = formula(q, float(s_in[0]), scale_w)
+        mistaken = formula(q, s_in[:n], scale_w)
         candidate = np.sign(mistaken) * np.floor(np.abs(mistaken) + 0.5)
         close = np.abs(values - candidate) <= np.maximum(1.0, 0.01 * np.abs(candidate))
         if close.all() and not np.array_equal(candidate, q):
