@@ -32,6 +32,7 @@ the type, a cell_clip wider than int16) are computed as the C computes them.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,7 +270,10 @@ class _Prepared:
     shift_input: I64
     mult_hidden: I64
     shift_hidden: I64
-    activations: tuple[Activation, ...]
+    gate_table: I64
+    """The four gates' activations as one lookup: gate_table[total + gate_offset] for int16 `total`."""
+    gate_offset: I64
+    """Per column: 32768 for a sigmoid gate, 32768 + 65536 for a tanh one."""
 
 
 def _run(
@@ -328,7 +332,8 @@ def _prepare(args: Args, fmt: _Format, params: LstmParams, input_size: int, hidd
         shift_input=column([g.input_shift for g in gates]),
         mult_hidden=column([g.hidden_multiplier for g in gates]),
         shift_hidden=column([g.hidden_shift for g in gates]),
-        activations=tuple(g.activation for g in gates),
+        gate_table=np.concatenate([_table(0, Activation.SIGMOID), _table(0, Activation.TANH)]),
+        gate_offset=column([32768 + 65536 * (g.activation is Activation.TANH) for g in gates]),
     )
 
 
@@ -379,14 +384,11 @@ def _gates(fmt: _Format, from_input: I64, h: I64 | None, prep: _Prepared, roundi
     if h is not None:
         acc = (h.astype(np.float64) @ prep.w_hidden).astype(np.int64)
         acc += prep.bias_hidden
-        recurrent = _gate_requantize(fmt, acc, prep.mult_hidden, prep.shift_hidden, rounding)
-        total = np.clip(from_input + recurrent, INT16_MIN, INT16_MAX)
-    hidden = total.shape[-1] // 4
-    parts = [
-        activation_s16(total[:, i * hidden : (i + 1) * hidden], 0, act)
-        for i, act in enumerate(prep.activations)
-    ]
-    return np.concatenate(parts, axis=1).astype(np.int64)
+        total = _gate_requantize(fmt, acc, prep.mult_hidden, prep.shift_hidden, rounding)
+        total += from_input
+        np.clip(total, INT16_MIN, INT16_MAX, out=total)
+    activated: I64 = prep.gate_table[total + prep.gate_offset]
+    return activated
 
 
 def _gate_requantize(fmt: _Format, acc: I64, mult: I64, shift: I64, rounding: Rounding) -> I64:
@@ -394,6 +396,8 @@ def _gate_requantize(fmt: _Format, acc: I64, mult: I64, shift: I64, rounding: Ro
         # arm_nn_vec_mat_mul_result_acc_s16: int64 sum, Q15 multiplier, one rounding in every build.
         return requantize_s64(acc, reduce_multiplier(mult), shift)
     # arm_nn_vec_mat_mul_result_acc_s8_s16: the int32 accumulator wraps.
+    if (shift == shift[0]).all():
+        return _requantize_one_shift(wrap32(acc), mult, int(shift[0]), rounding)
     return c_requantize(wrap32(acc), mult, shift, rounding)
 
 
@@ -401,25 +405,62 @@ def _cell_update(params: LstmParams, gates: I64, cell: I64, rounding: Rounding) 
     hidden = gates.shape[1] // 4
     forget, input_, cell_gate = (gates[:, i * hidden : (i + 1) * hidden] for i in range(3))
     # arm_elementwise_mul_s16 with the full int16 range as activation limits.
-    kept = c_requantize(
+    kept = _requantize_one_shift(
         forget * cell, params.forget_to_cell_multiplier, params.forget_to_cell_shift, rounding
     )
-    kept = np.clip(kept, INT16_MIN, INT16_MAX)
+    np.clip(kept, INT16_MIN, INT16_MAX, out=kept)
     # arm_elementwise_mul_acc_s16: a non-positive max means "no clip"; a wider one truncates to int16.
     lo, hi = (-params.cell_clip, params.cell_clip) if params.cell_clip > 0 else (INT16_MIN, INT16_MAX)
-    added = c_requantize(
+    added = _requantize_one_shift(
         input_ * cell_gate, params.input_to_cell_multiplier, params.input_to_cell_shift, rounding
     )
-    return _wrap16(np.clip(added + kept, lo, hi))
+    added += kept
+    np.clip(added, lo, hi, out=added)
+    return _wrap16(added) if lo < INT16_MIN or hi > INT16_MAX else added
 
 
 def _hidden(
     fmt: _Format, params: LstmParams, output_gate: I64, cell: I64, rounding: Rounding
 ) -> npt.NDArray[Any]:
-    squashed = activation_s16(cell, params.cell_scale_power + 12, Activation.TANH).astype(np.int64)
-    value = c_requantize(output_gate * squashed, params.output_multiplier, params.output_shift, rounding)
+    squashed = _table(params.cell_scale_power + 12, Activation.TANH)[cell + 32768]
+    value = _requantize_one_shift(
+        output_gate * squashed, params.output_multiplier, params.output_shift, rounding
+    )
     value += params.output_offset
-    return np.clip(value, fmt.lo, fmt.hi).astype(fmt.dtype)
+    return np.clip(value, fmt.lo, fmt.hi, out=value).astype(fmt.dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _table(left_shift: int, activation: Activation) -> I64:
+    """activation_s16 of every int16 value (index x + 32768): one gather per step instead of the LUT math."""
+    table = activation_s16(np.arange(INT16_MIN, INT16_MAX + 1), left_shift, activation).astype(np.int64)
+    table.flags.writeable = False
+    return table
+
+
+def _requantize_one_shift(values: I64, multiplier: int | I64, shift: int, rounding: Rounding) -> I64:
+    """c_requantize for one shift (the multiplier may be per column), with fewer passes over the values:
+    the per-step products are small arrays, where numpy's per-call cost dominates."""
+    wraps = bool(np.any(np.asarray(multiplier) == INT32_MIN))
+    if rounding is Rounding.SINGLE:
+        out = values * multiplier
+        out >>= 30 - shift
+        out += 1
+        out >>= 1
+        return wrap32(out) if shift >= 0 or wraps else out
+    high = (wrap32(values << shift) if shift > 0 else values) * multiplier
+    high += 1 << 30
+    high >>= 31
+    if wraps:
+        high = wrap32(high)
+    if shift >= 0:
+        return high
+    # arm_nn_divide_by_power_of_two: the threshold is one higher when the shifted result is negative.
+    mask = (1 << -shift) - 1
+    remainder = high & mask
+    high >>= -shift
+    high += remainder > (high < 0) + (mask >> 1)
+    return high
 
 
 def c_requantize(acc: I64, multiplier: Any, shift: Any, rounding: Rounding) -> I64:
