@@ -108,8 +108,8 @@ class LstmGate:
     """cmsis_nn_lstm_gate: one gate's two weight matrices, effective biases and scales.
 
     Weights are [hidden][input] and [hidden][hidden] (the C's rhs, row-major). Effective biases are int32
-    for arm_lstm_unidirectional_s8 and int64 for _s16 (None stands for a NULL hidden bias of zeros is not
-    allowed: the C always reads both)."""
+    for arm_lstm_unidirectional_s8 and int64 for _s16; both are required, as the C reads both (the gate's
+    own `bias` field is not read by the kernels: it is inside the input effective bias)."""
 
     input_weights: Int8Array
     input_effective_bias: npt.NDArray[Any]

@@ -15,11 +15,14 @@ import numpy as np
 import pytest
 
 from quantcore import cmsis_nn
+from quantcore.conformance.adapters.recurrent import case_lstm_params
+from quantcore.conformance.cases import VectorCase
 from quantcore.errors import CmsisNnNotFound
 from quantcore.kernels.lstm import LstmResult, lstm_unidirectional_s8, lstm_unidirectional_s16
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import svdf_s8, svdf_state_s16_s8
 from quantcore.verify.host_recurrent import build_recurrent_runner, run_lstm, run_svdf
+from tests.conftest import vectors_dir
 from tests.kernels.recurrent_calls import lstm_call, svdf_calls
 
 pytestmark = pytest.mark.cmsis_nn
@@ -102,10 +105,6 @@ def test_svdf_matches_compiled_cmsis_nn(built: tuple[Path, Rounding], s16_state:
 def test_runner_reproduces_a_vector_case(built: tuple[Path, Rounding]) -> None:
     # Anchors the harness to CMSIS-NN's own expected bytes, independently of the reference: the stateful
     # batch-major multi-batch vector, wired as its unit test wires it.
-    from quantcore.conformance.adapters.recurrent import _lstm_params
-    from quantcore.conformance.cases import VectorCase
-    from tests.conftest import vectors_dir
-
     runner, rounding = built
     root = vectors_dir()
     path = root / "arm_lstm_unidirectional_s8" / "lstm_stateful_batch_major_multibatch.json" if root else None
@@ -114,7 +113,7 @@ def test_runner_reproduces_a_vector_case(built: tuple[Path, Rounding]) -> None:
     if rounding is not Rounding.DOUBLE:
         pytest.skip("the vectors' expected bytes are the default (double) rounding's")
     case = VectorCase.load(path)
-    params = _lstm_params(case, time_major=False, s16=False)
+    params = case_lstm_params(case, time_major=False, s16=False)
     x = case.raw_array(f"{case.name}_input_tensor").reshape(2, 2, 6)
     hidden = np.full((2, 7), case.define("OUTPUT_ZERO_POINT"), dtype=np.int8)
     theirs, _ = run_lstm(runner, x, params, hidden_state=hidden, cell_state=np.zeros((2, 7), np.int16))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from quantcore import cmsis_nn
-from quantcore.conformance.adapters.recurrent import _lstm_params
+from quantcore.conformance.adapters.recurrent import case_lstm_params
 from quantcore.conformance.cases import VectorCase
 from quantcore.errors import CmsisNnNotFound, KernelArgumentError
 from quantcore.kernels.lstm import (
@@ -132,8 +132,8 @@ def test_the_multibatch_vector_depends_on_its_layout(vectors: Path) -> None:
     )
     x = case.raw_array(f"{case.name}_input_tensor").reshape(2, 2, 6)
     expected = case.raw_array(f"{case.name}_output")
-    batch_major = lstm_unidirectional_s8(x, _lstm_params(case, time_major=False, s16=False))
-    time_major = lstm_unidirectional_s8(x, _lstm_params(case, time_major=True, s16=False))
+    batch_major = lstm_unidirectional_s8(x, case_lstm_params(case, time_major=False, s16=False))
+    time_major = lstm_unidirectional_s8(x, case_lstm_params(case, time_major=True, s16=False))
     assert batch_major.output.ravel().tolist() == expected.tolist()
     assert time_major.output.ravel().tolist() != expected.tolist()
 

@@ -48,7 +48,7 @@ def lstm_s16(case: VectorCase, rounding: Rounding) -> Outcome:
 def _lstm(case: VectorCase, rounding: Rounding, s16: bool) -> Outcome:
     batch, steps = case.define("BATCH_SIZE"), case.define("TIME_STEPS")
     size, hidden = case.define("INPUT_SIZE"), case.define("HIDDEN_SIZE")
-    params = _lstm_params(case, _time_major(case, batch), s16)
+    params = case_lstm_params(case, _time_major(case, batch), s16)
     x = _array(case, "input_tensor")
     shape = (steps, batch, size) if params.time_major else (batch, steps, size)
     state: dict[str, Any] = {}
@@ -73,7 +73,8 @@ def _time_major(case: VectorCase, batch: int) -> bool:
     raise Skip(f"{case.name}: TIME_MAJOR is not in the vector file and the name does not say the layout")
 
 
-def _lstm_params(case: VectorCase, time_major: bool, s16: bool) -> LstmParams:
+def case_lstm_params(case: VectorCase, time_major: bool, s16: bool) -> LstmParams:
+    """The LstmParams an LSTM case's unit test builds (effective biases by arm_vector_sum_s8(_s64))."""
     in_offset, out_zero = case.define("INPUT_ZERO_POINT"), case.define("OUTPUT_ZERO_POINT")
 
     def gate(name: str) -> LstmGate:
