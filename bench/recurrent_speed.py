@@ -96,7 +96,7 @@ def timed(call: Callable[[], Any], repeat: int) -> tuple[Any, float]:
 
 def report(name: str, ref_s: float, c_s: float | None) -> None:
     c_text = (
-        f"   CMSIS-NN (host, -O2) {c_s * 1e3:8.3f} ms   reference / C = {ref_s / c_s:6.1f}x" if c_s else ""
+        f"   CMSIS-NN (host build) {c_s * 1e3:8.3f} ms   reference / C = {ref_s / c_s:6.1f}x" if c_s else ""
     )
     print(f"{name:34} reference {ref_s * 1e3:8.3f} ms{c_text}")
 
