@@ -286,7 +286,10 @@ def _run(
 ) -> LstmResult:
     args = Args(fmt.kernel)
     x = args.array("input", x, fmt.dtype, ndim=3)
-    hidden = params.gates[0].hidden_weights.shape[0] if params.gates[0].hidden_weights.ndim == 2 else 0
+    if not isinstance(params, LstmParams) or not all(isinstance(g, LstmGate) for g in params.gates):
+        raise args.fail("params", f"must be an LstmParams of four LstmGate, got {type(params).__name__}")
+    weights = params.forget_gate.hidden_weights
+    hidden = np.shape(weights)[0] if np.ndim(weights) == 2 else 0
     prepared = _prepare(args, fmt, params, x.shape[2], hidden)
     _check_scalars(args, params)
     steps_first = x if params.time_major else x.transpose(1, 0, 2)

@@ -96,6 +96,8 @@ def _svdf(
     params: SvdfParams,
     rounding: Rounding,
 ) -> SvdfResult:
+    if not isinstance(params, SvdfParams):
+        raise args.fail("params", f"must be an SvdfParams, got {type(params).__name__}")
     x = args.array("input", x, np.int8, ndim=2)
     batches, size = x.shape
     wf = args.array("weights_feature", weights_feature, np.int8, ndim=2)

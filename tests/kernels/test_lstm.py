@@ -151,6 +151,7 @@ def test_arguments_the_c_cannot_compute_are_rejected_by_name() -> None:
     _rejects("cell_scale_power", lstm_unidirectional_s8, call.x, replace(p, cell_scale_power=3))
     _rejects("cell_state", lstm_unidirectional_s8, call.x, p, hidden_state=call.hidden_state)
     _rejects("input", lstm_unidirectional_s16, call.x, p)  # int8 data for the s16 kernel
+    _rejects("params", lstm_unidirectional_s8, call.x, {"time_major": True})
     wide = replace(p.cell_gate, input_effective_bias=p.cell_gate.input_effective_bias.astype(np.int64))
     _rejects("cell_gate.input_effective_bias", lstm_unidirectional_s8, call.x, replace(p, cell_gate=wide))
     narrow = replace(p.forget_gate, hidden_weights=p.forget_gate.hidden_weights[:, :-1])

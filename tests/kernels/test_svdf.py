@@ -115,6 +115,7 @@ def _rejects(argument: str, **kw: Any) -> None:
 
 def test_arguments_the_c_cannot_compute_are_rejected_by_name() -> None:
     _rejects("rank", params=replace(PARAMS, rank=0))
+    _rejects("params", params={"rank": 1})
     _rejects("bias", bias=np.array([1, 2], np.int32))
     _rejects("state", state=np.zeros((1, 2, 2), np.int8))
     _rejects("weights_time", weights_time=WEIGHTS_TIME.astype(np.int16))
