@@ -28,6 +28,11 @@ REQUIRED = {
     "arm_fully_connected_s16",
     "arm_elementwise_add_s16",
     "arm_ds_cnn_s_s8",
+    # Issue 21: the recurrent kernels.
+    "arm_lstm_unidirectional_s8",
+    "arm_lstm_unidirectional_s16",
+    "arm_svdf_s8",
+    "arm_svdf_state_s16_s8",
 }
 
 
