@@ -181,10 +181,10 @@ def run(args: argparse.Namespace) -> int:
             f" {figures['int8']:.2f} -> {figures['mixed']:.2f} dB; flash {memory['int8']['flash']} ->"
             f" {memory['mixed']['flash']} B, ram {memory['int8']['ram']} -> {memory['mixed']['ram']} B"
         )
-    print(_output_line(transforms["int16_output"]))
     pools = _pools_line(transforms["pool_as_depthwise"])
     if pools:
         print(pools)
+    print(_output_line(transforms["int16_output"]))
     scheme = ", ".join(["per-tensor" if args.per_tensor else "per-channel", *applied])
     return _written(
         args, result.document, f"quantized from {len(calib)} samples ({args.method}, {scheme})", started
