@@ -251,14 +251,16 @@ def quantize(
         ),
         "pool_as_depthwise": lowering.entry(options.pool_as_depthwise, best.pools, model.graph, options.core),
     }
-    best, config, transforms["int16_output"] = _choose_output(best, selection, config, bc, sqnr.get(chosen), options)
-    qgraph, corrections, mixed = best.qgraph, best.corrections, None
+    best, config, transforms["int16_output"] = _choose_output(
+        best, selection, config, bc, sqnr.get(chosen), options
+    )
+    qgraph, applied, mixed = best.qgraph, best.corrections, None
     if options.int16_auto:
-        choice, corrections = _choose_int16(best, selection, config, bc, options)
+        choice, applied = _choose_int16(best, selection, config, bc, options)
         qgraph = choice.qgraph
         mixed = mixed_precision.entry(choice, options.budget)
-    if bc:
-        transforms["bias_correction"]["layers"] = _correction_lists(corrections)
+    if bc:  # the corrections of the graph chosen (int16 tensors change what the rounding shifts)
+        transforms["bias_correction"]["layers"] = _correction_lists(applied)
     document = to_document(qgraph, best.summary, transforms, mixed_precision=mixed)
     return QuantizeResult(model, qgraph, document)
 
@@ -435,7 +437,9 @@ def _choose_int16(
     ranking = [layer.name for layer in report.ranking() if layer.int16_capable]
     build, corrections = _int16_builder(best, selection, config, bias_correction, options)
     # A move whose layers are int16 already (named by --int16, or the int16 output) changes nothing.
-    moves = [m for m in mixed_precision.moves(best.float_graph, ranking) if not m.layers <= config.int16_layers]
+    moves = [
+        m for m in mixed_precision.moves(best.float_graph, ranking) if not m.layers <= config.int16_layers
+    ]
     memory = functools.partial(_memory, core=core)
     choice = mixed_precision.choose(moves, build, selection.sqnr, memory, options.budget)
     return choice, corrections.get(choice.layers, {})

@@ -114,10 +114,10 @@ def _activation_qparams(graph: Graph, calibration: Calibration) -> dict[str, Ten
             old = spans.get(group, (lo, hi))
             spans[group] = (min(lo, old[0]), max(hi, old[1]))
     for name in graph.outputs:
-        group = groups.get(name)
-        if group in spans and graph.tensor(name).dtype is DType.INT16:
-            lo, hi = spans[group]
-            spans[group] = (lo * INT16_OUTPUT_MARGIN, hi * INT16_OUTPUT_MARGIN)
+        root = groups.get(name, "")
+        if root in spans and graph.tensor(name).dtype is DType.INT16:
+            lo, hi = spans[root]
+            spans[root] = (lo * INT16_OUTPUT_MARGIN, hi * INT16_OUTPUT_MARGIN)
     result = {}
     for tensor in graph.activations():
         group = groups[tensor.name]

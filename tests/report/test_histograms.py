@@ -90,7 +90,16 @@ def test_an_int16_output_and_its_converted_input_get_histograms(
     params = tmp_path / "p.json"
     assert main(["quantize", str(tmp_path / "m.onnx"), "--calib", str(calib), "-o", str(params)]) == 0
     capsys.readouterr()
-    argv = ["report", "--params", str(params), "--calib", str(calib), "-o", str(tmp_path / "r.html"), "--json"]
+    argv = [
+        "report",
+        "--params",
+        str(params),
+        "--calib",
+        str(calib),
+        "-o",
+        str(tmp_path / "r.html"),
+        "--json",
+    ]
     assert main(argv) == 0
     by_tensor = {e["tensor"]: e for e in json.loads(capsys.readouterr().out)["activations"]}
     copied, source, logits = by_tensor["flat@int16"], by_tensor["flat"], by_tensor["logits"]

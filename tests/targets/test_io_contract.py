@@ -143,7 +143,7 @@ def _sqnr_db(reference: np.ndarray, actual: np.ndarray) -> float:
 
 
 def _output_dtype(built: Built) -> type[np.signedinteger]:
-    """The output's element type as model.h states it (MODEL_OUTPUT_TYPE), little-endian as targets store it."""
+    """The output's element type as model.h states it (MODEL_OUTPUT_TYPE), little-endian on targets."""
     return {"int8_t": np.int8, "int16_t": np.int16}[built.header["MODEL_OUTPUT_TYPE"]]
 
 

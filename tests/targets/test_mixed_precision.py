@@ -112,7 +112,9 @@ def test_the_default_int16_output_is_bit_exact_through_verify_and_flash_verify(
     for target in ("host", "qemu-m4", "qemu-m55"):
         report = _verify(tmp_path / "m.onnx", tmp_path / "p.json", target, capsys)
         assert [layer["name"] for layer in report["layers"]][-2:] == ["flat.to_int16", "fc"]
-        assert report["layers"][-1]["bytes"] == 10 * 2 and report["mismatched_bytes_total"] == 0  # 10 int16 logits
+        assert (
+            report["layers"][-1]["bytes"] == 10 * 2 and report["mismatched_bytes_total"] == 0
+        )  # 10 int16 logits
     argv = ["flash-verify", "--target", "qemu-m55", "--model", "m.onnx", "--params", "p.json", "--json"]
     assert cli.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
