@@ -27,7 +27,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
 from quantcore.quantize import lowering, mixed_precision
-from quantcore.quantize.bias_correction import correct_biases
+from quantcore.quantize.bias_correction import correct_biases, with_corrections
 from quantcore.quantize.document import (
     DocumentError,
     equalization_applied,
@@ -252,7 +252,7 @@ def quantize(
         "pool_as_depthwise": lowering.entry(options.pool_as_depthwise, best.pools, model.graph, options.core),
     }
     best, config, transforms["int16_output"] = _choose_output(
-        best, selection, config, bc, sqnr.get(chosen), options
+        best, selection, config, sqnr.get(chosen), options
     )
     qgraph, applied, mixed = best.qgraph, best.corrections, None
     if options.int16_auto:
@@ -355,14 +355,13 @@ def _choose_output(
     best: _Candidate,
     selection: _Selection,
     config: QuantConfig,
-    bias_correction: bool,
     base_sqnr: float | None,
     options: QuantizeOptions,
 ) -> tuple[_Candidate, QuantConfig, dict[str, Any]]:
     """The graph output at int16 (mixed_precision.output_move): in auto mode kept where it raises the
     output SQNR on the selection samples by MIN_GAIN_DB and fits the budget, forced by True. Returns the
-    candidate chosen (its graph and bias corrections), the config the int16 choices after it start from,
-    and the transforms.int16_output record. `base_sqnr`: the candidate's score, when it was measured."""
+    candidate chosen (its graph; its bias corrections stay), the config the int16 choices after it start
+    from, and the transforms.int16_output record. `base_sqnr`: the candidate's score, if measured."""
     mode = options.int16_output
     entry: dict[str, Any] = {"mode": _mode_label(mode), "applied": False}
     if mode is False:
@@ -375,7 +374,16 @@ def _choose_output(
     entry["layers"] = sorted(move.layers)
     if move.layers <= config.int16_layers:
         return best, config, {**entry, "applied": True, "reason": "named by --int16"}
-    build, corrections = _int16_builder(best, selection, config, bias_correction, options)
+
+    def build(layers: frozenset[str]) -> Graph:
+        if not layers:
+            return best.qgraph
+        wide = dataclasses.replace(config, int16_layers=config.int16_layers | layers)
+        qgraph = quantize_graph(best.float_graph, best.calibration, wide)
+        # Not measured again: the layers before the output read the same int8 tensors, and the output
+        # layer's int16 input holds its int8 input's values (to within half an int16 step), while each
+        # correction is the mean error of a layer's accumulator, before its output is rounded.
+        return with_corrections(best.float_graph, qgraph, best.corrections) if best.corrections else qgraph
 
     def score(qgraph: Graph) -> float:
         known = qgraph is best.qgraph and base_sqnr is not None
@@ -389,7 +397,7 @@ def _choose_output(
     entry.update(mixed_precision.output_entry(choice))
     if not choice.layers:
         return best, config, entry
-    chosen = dataclasses.replace(best, qgraph=choice.qgraph, corrections=corrections.get(choice.layers, {}))
+    chosen = dataclasses.replace(best, qgraph=choice.qgraph)
     return chosen, dataclasses.replace(config, int16_layers=config.int16_layers | choice.layers), entry
 
 

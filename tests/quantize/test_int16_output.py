@@ -3,6 +3,7 @@ switch that turns it off, and the graph rebuilt from the file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -145,3 +146,24 @@ def test_the_cli_switch_and_line(
     assert cli.main([*base, "--int16-output", "off", "-o", str(tmp_path / "off.json")]) == 0
     assert "int16 output: off\n" in capsys.readouterr().out
     assert params_json.load(tmp_path / "off.json")["tensors"]["logits"]["dtype"] == "int8"
+
+
+def test_bias_corrections_carry_over_to_the_int16_output_and_replay_from_the_file(
+    model: pipeline.LoadedModel,
+) -> None:
+    """The corrections measured on the int8 graph are kept (not measured again: the output layer's
+    accumulator reads the same values); the file records them and a rebuilt graph runs to the same bytes."""
+    options = pipeline.QuantizeOptions(bias_correction=True, int16_output=True)
+    off = pipeline.quantize(model, _data(), dataclasses.replace(options, int16_output=False)).document
+    result = pipeline.quantize(model, _data(), options)
+    document = json.loads(json.dumps(result.document))
+    assert document["transforms"]["int16_output"]["applied"] is True
+    layers = document["transforms"]["bias_correction"]["layers"]
+    assert layers == off["transforms"]["bias_correction"]["layers"] and set(layers) >= {"fc"}
+    fc = next(layer for layer in document["layers"] if layer["name"] == "fc")
+    assert document["tensors"][fc["bias"]]["dtype"] == "int64"  # the s16 kernels' bias
+    rebuilt = from_document(model.graph, document)
+    x = {"x": _data(8, 5).x.transpose(0, 2, 3, 1)}
+    ours = int8_exec.run(result.qgraph, int8_exec.quantize_inputs(result.qgraph, x))["logits"]
+    theirs = int8_exec.run(rebuilt, int8_exec.quantize_inputs(rebuilt, x))["logits"]
+    assert np.array_equal(ours, theirs)
