@@ -19,6 +19,7 @@ returns a document to write.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import time
@@ -91,8 +92,10 @@ def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions | None =
     if options.epochs < 1:
         raise QatTrainingError(f"epochs must be at least 1, got {options.epochs}")
     start_options = options.start or pipeline.QuantizeOptions()
-    if start_options.int16_layers or start_options.int16_auto:
+    if start_options.int16_layers or start_options.int16_auto or start_options.int16_output:
         raise QatTrainingError("quantization-aware training runs int8 only: drop --int16")
+    # int8 logits too: fake quantization trains no int16 output (quantize's automatic choice is left out).
+    start_options = dataclasses.replace(start_options, int16_output=False)
     with _process_group() as (rank, world):
         if options.batch_size % world:
             raise QatTrainingError(
