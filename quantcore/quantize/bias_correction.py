@@ -49,13 +49,18 @@ class Samples(Protocol):
 
 
 def correct_biases(
-    float_graph: Graph, qgraph: Graph, data: Samples, batch_size: int = 64
+    float_graph: Graph,
+    qgraph: Graph,
+    data: Samples,
+    batch_size: int = 64,
+    only: frozenset[str] | None = None,
 ) -> tuple[Graph, dict[str, Floats]]:
     """The quantized graph with corrected biases, and each layer's correction (subtracted from b).
 
     `float_graph` is the graph `qgraph` was quantized from; `data` the calibration samples to average
-    over (all of them are run through the int8 graph at once)."""
-    layers = {n.name: n for n in corrected_layers(float_graph, qgraph)}
+    over (all of them are run through the int8 graph at once). `only`: correct these layers alone (the
+    others as `qgraph` has them, corrected already or not)."""
+    layers = {n.name: n for n in corrected_layers(float_graph, qgraph) if only is None or n.name in only}
     float_means = _float_input_means(float_graph, list(layers), data, batch_size)
     rounding = Rounding(qgraph.meta.get("rounding", "double"))
     x = to_firmware(qgraph, qgraph.inputs[0], data.x)
