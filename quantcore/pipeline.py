@@ -370,7 +370,7 @@ def _choose_output(
     if isinstance(move, str):
         if mode:
             raise InputError(f"{selection.model.path.name}: --int16-output on: {move}; use auto or off")
-        return best, config, {**entry, "reason": move}
+        return best, config, {**entry, "reason": mixed_precision.recorded(move)}
     entry["layers"] = sorted(move.layers)
     if move.layers <= config.int16_layers:
         return best, config, {**entry, "applied": True, "reason": "named by --int16"}

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from quantcore.display import one_line, quoted, shorten
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Graph, Op
 from quantcore.quantize.precision import INT16_OUTPUT_MARGIN, S16_CAPABLE
@@ -29,6 +30,10 @@ MIN_GAIN_DB = 0.1
 MAX_TRIALS = 12
 """Moves tried at most (each costs a quantization and a reference run over the selection samples)."""
 _PASSES_INT16 = (Op.RESHAPE, Op.TRANSPOSE, Op.PAD)
+REASON_CHARS = 512
+"""The schema's bound on transforms.int16_output.reason."""
+_NAME = 120
+"""Characters of a name quoted in a reason: two fit in REASON_CHARS."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +115,12 @@ def output_move(graph: Graph) -> Move | str:
         while node is not None and node.op in _PASSES_INT16:
             node = producer.get(node.inputs[0])
         if node is None:
-            return f"output {name!r} is a graph input passed through: no layer produces it"
+            return f"output {quoted(name, _NAME)} is a graph input passed through: no layer produces it"
         if node.op not in S16_CAPABLE:
-            return f"layer {node.name!r} ({node.op.json_name}) producing {name!r} has no CMSIS-NN s16 kernel"
+            return (
+                f"layer {quoted(node.name, _NAME)} ({node.op.json_name}) producing {quoted(name, _NAME)}"
+                " has no CMSIS-NN s16 kernel"
+            )
         layers.add(node.name)
     return Move(", ".join(graph.outputs), frozenset(layers))
 
@@ -183,5 +191,10 @@ def output_entry(choice: Choice) -> dict[str, Any]:
         off = {"flash": choice.memory_int8.flash, "ram": choice.memory_int8.ram}
         result["memory"] = {"off": off, "on": {"flash": trial["flash"], "ram": trial["ram"]}}
     if not trial.get("kept", False) and "reason" in trial:
-        result["reason"] = trial["reason"]
+        result["reason"] = recorded(trial["reason"])
     return result
+
+
+def recorded(reason: str) -> str:
+    """A reason as the JSON keeps it: on one line, at most REASON_CHARS (it may quote the model's names)."""
+    return shorten(one_line(reason), REASON_CHARS)
