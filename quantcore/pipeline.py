@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
 from quantcore.quantize import channel_scales, lowering, mixed_precision
-from quantcore.quantize.bias_correction import correct_biases
+from quantcore.quantize.bias_correction import correct_biases, with_corrections
 from quantcore.quantize.document import (
     DocumentError,
     equalization_applied,
@@ -80,6 +80,10 @@ class QuantizeOptions:
     dw_channel_scales: bool | None = None
     """Per-channel scales for activations read only by depthwise convolutions: forced or (None) chosen
     by the rule of quantcore/quantize/channel_scales.py (kept where it raises the output SQNR)."""
+    int16_output: bool | None = None
+    """The graph output at int16 (its producer on an s16 kernel, its range widened by
+    precision.INT16_OUTPUT_MARGIN): True/False force it; None (auto) keeps it where it raises the output
+    SQNR on the calibration set and fits `budget`."""
     int16_auto: bool = False
     """Pick int16 tensors by sensitivity within `budget` (quantcore/quantize/mixed_precision.py), on top
     of `int16_layers`."""
@@ -259,14 +263,18 @@ def quantize(
         "pool_as_depthwise": lowering.entry(options.pool_as_depthwise, best.pools, model.graph, options.core),
         "dw_channel_scales": channel_scales.entry(options.dw_channel_scales, best.channels),
     }
-    qgraph, mixed = best.qgraph, None
+    # The int16 choices quantize again: with the per-channel scales the candidate was quantized with.
+    config = dataclasses.replace(config, channel_scales=best.channels.applied)
+    best, config, transforms["int16_output"] = _choose_output(
+        best, selection, config, sqnr.get(chosen), options
+    )
+    qgraph, applied, mixed = best.qgraph, best.corrections, None
     if options.int16_auto:
-        config = dataclasses.replace(config, channel_scales=best.channels.applied)
-        choice, corrections = _choose_int16(best, selection, config, bc, options)
+        choice, applied = _choose_int16(best, selection, config, bc, options)
         qgraph = choice.qgraph
-        if bc:
-            transforms["bias_correction"]["layers"] = _correction_lists(corrections)
         mixed = mixed_precision.entry(choice, options.budget)
+    if bc:  # the corrections of the graph chosen (int16 tensors change what the rounding shifts)
+        transforms["bias_correction"]["layers"] = _correction_lists(applied)
     document = to_document(qgraph, best.summary, transforms, mixed_precision=mixed)
     return QuantizeResult(model, qgraph, document)
 
@@ -402,18 +410,81 @@ def _memory(qgraph: Graph, core: Core) -> mixed_precision.Memory:
     return mixed_precision.Memory(plan.weight_bytes, plan.arena.arena_bytes + plan.scratch_bytes)
 
 
-def _choose_int16(
+def _choose_output(
+    best: _Candidate,
+    selection: _Selection,
+    config: QuantConfig,
+    base_sqnr: float | None,
+    options: QuantizeOptions,
+) -> tuple[_Candidate, QuantConfig, dict[str, Any]]:
+    """The graph output at int16 (mixed_precision.output_move): in auto mode kept where it raises the
+    output SQNR on the selection samples by MIN_GAIN_DB and fits the budget, forced by True. Returns the
+    candidate chosen (its graph and bias corrections), the config the int16 choices after it start
+    from, and the transforms.int16_output record. `base_sqnr`: the candidate's score, if measured."""
+    mode = options.int16_output
+    entry: dict[str, Any] = {"mode": _mode_label(mode), "applied": False}
+    if mode is False:
+        return best, config, entry
+    move = mixed_precision.output_move(best.float_graph)
+    if isinstance(move, str):
+        if mode:
+            raise InputError(f"{selection.model.path.name}: --int16-output on: {move}; use auto or off")
+        return best, config, {**entry, "reason": mixed_precision.recorded(move)}
+    entry["layers"] = sorted(move.layers)
+    if move.layers <= config.int16_layers:
+        return best, config, {**entry, "applied": True, "reason": "named by --int16"}
+    corrections: dict[frozenset[str], Mapping[str, Any]] = {}
+
+    def build(layers: frozenset[str]) -> Graph:
+        if not layers:
+            return best.qgraph
+        wide = dataclasses.replace(config, int16_layers=config.int16_layers | layers)
+        qgraph = quantize_graph(best.float_graph, best.calibration, wide)
+        if not best.corrections:
+            return qgraph
+        # The layers before the output read the same int8 tensors: their corrections hold. The output
+        # layer's is measured again (on lenet5 keeping it cost 1.5 dB of calibration output SQNR).
+        kept = {name: c for name, c in best.corrections.items() if name not in layers}
+        qgraph = with_corrections(best.float_graph, qgraph, kept)
+        qgraph, measured, outputs = correct_biases(
+            best.float_graph, qgraph, selection.data, options.batch_size, best.float_model, only=layers
+        )
+        selection.remember(qgraph, outputs)
+        corrections[layers] = {name: measured.get(name, c) for name, c in best.corrections.items()}
+        return qgraph
+
+    def score(qgraph: Graph) -> float:
+        known = qgraph is best.qgraph and base_sqnr is not None
+        return base_sqnr if known and base_sqnr is not None else selection.sqnr(qgraph)
+
+    memory = functools.partial(_memory, core=_core(options))
+    if mode:  # forced: whatever it gains or costs
+        choice = mixed_precision.choose([move], build, score, memory, Budget(), min_gain=-np.inf)
+    else:
+        choice = mixed_precision.choose([move], build, score, memory, options.budget)
+    entry.update(mixed_precision.output_entry(choice))
+    if not choice.layers:
+        return best, config, entry
+    chosen = dataclasses.replace(
+        best, qgraph=choice.qgraph, corrections=corrections.get(choice.layers, best.corrections)
+    )
+    return chosen, dataclasses.replace(config, int16_layers=config.int16_layers | choice.layers), entry
+
+
+def _mode_label(mode: bool | None) -> str:
+    return "auto" if mode is None else ("on" if mode else "off")
+
+
+def _int16_builder(
     best: _Candidate,
     selection: _Selection,
     config: QuantConfig,
     bias_correction: bool,
     options: QuantizeOptions,
-) -> tuple[mixed_precision.Choice, Mapping[str, Any]]:
-    """The int16 tensors worth their memory (quantcore/quantize/mixed_precision.py), and the bias
-    corrections of the graph chosen (int16 inputs change what each layer's rounding shifts)."""
-    core = _core(options)
-    report = layer_sensitivity(best.float_graph, best.qgraph, selection.data, batch_size=options.batch_size)
-    ranking = [layer.name for layer in report.ranking() if layer.int16_capable]
+) -> tuple[Callable[[frozenset[str]], Graph], dict[frozenset[str], Mapping[str, Any]]]:
+    """Quantize `best` with more int16 layers than `config` has (none: `best` as it is), bias corrected
+    again when it was (int16 tensors change what each layer's rounding shifts); the corrections of every
+    graph built, by its added layers."""
     corrections: dict[frozenset[str], Mapping[str, Any]] = {frozenset(): best.corrections}
 
     def build(layers: frozenset[str]) -> Graph:
@@ -428,7 +499,26 @@ def _choose_int16(
             selection.remember(qgraph, outputs)
         return qgraph
 
-    moves = mixed_precision.moves(best.float_graph, ranking)
+    return build, corrections
+
+
+def _choose_int16(
+    best: _Candidate,
+    selection: _Selection,
+    config: QuantConfig,
+    bias_correction: bool,
+    options: QuantizeOptions,
+) -> tuple[mixed_precision.Choice, Mapping[str, Any]]:
+    """The int16 tensors worth their memory (quantcore/quantize/mixed_precision.py), and the bias
+    corrections of the graph chosen (int16 inputs change what each layer's rounding shifts)."""
+    core = _core(options)
+    report = layer_sensitivity(best.float_graph, best.qgraph, selection.data, batch_size=options.batch_size)
+    ranking = [layer.name for layer in report.ranking() if layer.int16_capable]
+    build, corrections = _int16_builder(best, selection, config, bias_correction, options)
+    # A move whose layers are int16 already (named by --int16, or the int16 output) changes nothing.
+    moves = [
+        m for m in mixed_precision.moves(best.float_graph, ranking) if not m.layers <= config.int16_layers
+    ]
     memory = functools.partial(_memory, core=core)
     choice = mixed_precision.choose(moves, build, selection.sqnr, memory, options.budget)
     return choice, corrections.get(choice.layers, {})

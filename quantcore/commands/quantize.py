@@ -52,16 +52,24 @@ def register(sub: Any) -> None:
         " the tensors worth it by sensitivity within --flash-budget/--ram-budget",
     )
     p.add_argument(
+        "--int16-output",
+        choices=list(_MODES),
+        default="auto",
+        help="the output layer on CMSIS-NN's s16 kernels (int16 logits, their range widened 4x): auto"
+        " where it raises the output SQNR on the calibration set and fits --flash-budget/--ram-budget"
+        " (default); on/off force it",
+    )
+    p.add_argument(
         "--flash-budget",
         type=_args.size,
         metavar="SIZE",
-        help="model constants budget for --int16 auto (e.g. 256K)",
+        help="model constants budget for --int16 auto and --int16-output auto (e.g. 256K)",
     )
     p.add_argument(
         "--ram-budget",
         type=_args.size,
         metavar="SIZE",
-        help="arena + scratch budget for --int16 auto (e.g. 64K)",
+        help="arena + scratch budget for --int16 auto and --int16-output auto (e.g. 64K)",
     )
     p.add_argument(
         "--core",
@@ -159,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         per_channel=not args.per_tensor,
         rounding=Rounding(args.rounding),
         int16_layers=frozenset(layer for layer in args.int16 if layer != "auto"),
+        int16_output=_MODES[args.int16_output],
         int16_auto="auto" in args.int16,
         budget=Budget(args.flash_budget, args.ram_budget),
         core=args.core,
@@ -184,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
     for line in (
         _pools_line(transforms["pool_as_depthwise"]),
         _channels_line(transforms["dw_channel_scales"]),
+        _output_line(transforms["int16_output"]),
     ):
         if line:
             print(line)
@@ -198,6 +208,28 @@ def _written(args: argparse.Namespace, document: dict[str, Any], how: str, start
     layers = sum(1 for layer in document["layers"] if layer["kernel"])
     print(f"{args.output}: {layers} layers {how} in {time.perf_counter() - started:.2f} s")
     return 0
+
+
+def _output_line(entry: dict[str, Any]) -> str:
+    """What became of the int16 output: its layers and the figures that decided, or why it stayed int8."""
+    if entry["mode"] == "off":
+        return "int16 output: off"
+    layers = ", ".join(entry.get("layers", []))
+    if entry["applied"]:
+        line = f"int16 output: {layers}"
+    else:
+        line = f"int16 output: kept int8 ({entry.get('reason', 'no gain')})"
+    figures = entry.get("output_sqnr_db")
+    memory = entry.get("memory")
+    if figures and memory:
+        line += (
+            f"; calibration output SQNR {figures['off']:.2f} -> {figures['on']:.2f} dB; flash"
+            f" {memory['off']['flash']} -> {memory['on']['flash']} B, ram {memory['off']['ram']} ->"
+            f" {memory['on']['ram']} B"
+        )
+    elif entry["applied"]:
+        line += f" ({entry['reason']})"
+    return line
 
 
 def _pools_line(entry: dict[str, Any]) -> str:

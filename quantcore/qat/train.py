@@ -92,11 +92,12 @@ def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions | None =
     if options.epochs < 1:
         raise QatTrainingError(f"epochs must be at least 1, got {options.epochs}")
     start_options = options.start or pipeline.QuantizeOptions()
-    if start_options.int16_layers or start_options.int16_auto:
+    if start_options.int16_layers or start_options.int16_auto or start_options.int16_output:
         raise QatTrainingError("quantization-aware training runs int8 only: drop --int16")
-    # Fake quantization learns one range per activation tensor: per-channel scales into depthwise
-    # layers (quantcore/quantize/channel_scales.py) would not survive the export, so the start has none.
-    start_options = dataclasses.replace(start_options, dw_channel_scales=False)
+    # Fake quantization learns one range per activation tensor and trains int8 logits: per-channel scales
+    # into depthwise layers (quantcore/quantize/channel_scales.py) would not survive the export, and no
+    # int16 output is trained, so the start has neither (quantize's automatic choices are left out).
+    start_options = dataclasses.replace(start_options, dw_channel_scales=False, int16_output=False)
     with _process_group() as (rank, world):
         if options.batch_size % world:
             raise QatTrainingError(

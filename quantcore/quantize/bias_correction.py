@@ -69,13 +69,15 @@ def correct_biases(
     data: Samples,
     batch_size: int = 64,
     float_model: FloatModel | None = None,
+    only: frozenset[str] | None = None,
 ) -> Corrected:
     """The quantized graph with corrected biases, each layer's correction, and the graph's output.
 
     `float_graph` is the graph `qgraph` was quantized from; `data` the calibration samples to average
     over (all of them are run through the int8 graph at once); `float_model` the model that computes
-    `float_graph`'s activations (onnxruntime: 5x faster than the IR's float executor, used without it)."""
-    layers = {n.name: n for n in corrected_layers(float_graph, qgraph)}
+    `float_graph`'s activations (onnxruntime: 5x faster than the IR's float executor, used without it).
+    `only`: correct these layers alone (the others as `qgraph` has them, corrected already or not)."""
+    layers = {n.name: n for n in corrected_layers(float_graph, qgraph) if only is None or n.name in only}
     float_means = _float_input_means(float_graph, list(layers), data, batch_size, float_model)
     rounding = Rounding(qgraph.meta.get("rounding", "double"))
     x = to_firmware(qgraph, qgraph.inputs[0], data.x)

@@ -20,7 +20,7 @@ from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.kernels.requantize import Rounding
 from quantcore.quantize import params as P
 from quantcore.quantize.lowering import lower_narrowing_pools
-from quantcore.quantize.precision import assign_precision
+from quantcore.quantize.precision import INT16_OUTPUT_MARGIN, assign_precision
 from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_scales
 
 _SHARES_INPUT_QPARAMS = (Op.MAX_POOL, Op.AVG_POOL, Op.RESHAPE, Op.PAD, Op.TRANSPOSE, Op.CONCAT)
@@ -125,6 +125,11 @@ def _activation_qparams(
             lo, hi = calibration.ranges[name]
             old = spans.get(group, (lo, hi))
             spans[group] = (min(lo, old[0]), max(hi, old[1]))
+    for name in graph.outputs:
+        root = groups.get(name, "")
+        if root in spans and graph.tensor(name).dtype is DType.INT16:
+            lo, hi = spans[root]
+            spans[root] = (lo * INT16_OUTPUT_MARGIN, hi * INT16_OUTPUT_MARGIN)
     result = {}
     for tensor in graph.activations():
         group = groups[tensor.name]

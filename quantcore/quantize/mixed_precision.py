@@ -20,15 +20,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from quantcore.display import one_line, quoted, shorten
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Graph, Op
-from quantcore.quantize.precision import S16_CAPABLE
+from quantcore.quantize.precision import INT16_OUTPUT_MARGIN, S16_CAPABLE
 
 MIN_GAIN_DB = 0.1
 """Smaller gains are within what the choice of selection samples moves."""
 MAX_TRIALS = 12
 """Moves tried at most (each costs a quantization and a reference run over the selection samples)."""
 _PASSES_INT16 = (Op.RESHAPE, Op.TRANSPOSE, Op.PAD)
+REASON_CHARS = 512
+"""The schema's bound on transforms.int16_output.reason."""
+_NAME = 120
+"""Characters of a name quoted in a reason: two fit in REASON_CHARS."""
 
 
 @dataclass(frozen=True)
@@ -98,15 +103,39 @@ def moves(graph: Graph, ranking: list[str]) -> list[Move]:
     return result
 
 
+def output_move(graph: Graph) -> Move | str:
+    """The move that carries the graph's outputs at int16: their producers alone (through the reshape,
+    transpose or pad in between, which pass int16 on), since nothing reads an output but the application.
+    A string says why there is none: a producer without an s16 kernel (a softmax), or an output that is a
+    graph input passed through."""
+    producer = {out: node for node in graph.nodes for out in node.outputs}
+    layers = set()
+    for name in graph.outputs:
+        node = producer.get(name)
+        while node is not None and node.op in _PASSES_INT16:
+            node = producer.get(node.inputs[0])
+        if node is None:
+            return f"output {quoted(name, _NAME)} is a graph input passed through: no layer produces it"
+        if node.op not in S16_CAPABLE:
+            return (
+                f"layer {quoted(node.name, _NAME)} ({node.op.json_name}) producing {quoted(name, _NAME)}"
+                " has no CMSIS-NN s16 kernel"
+            )
+        layers.add(node.name)
+    return Move(", ".join(graph.outputs), frozenset(layers))
+
+
 def choose(
     candidates: list[Move],
     build: Callable[[frozenset[str]], Graph],
     score: Callable[[Graph], float],
     memory: Callable[[Graph], Memory],
     budget: Budget,
+    min_gain: float = MIN_GAIN_DB,
 ) -> Choice:
     """Greedy over `candidates` (see the module docstring). `build` quantizes with the given int16
-    layers; `score` is the output SQNR on the selection samples; `memory` the generated program's."""
+    layers; `score` is the output SQNR on the selection samples; `memory` the generated program's; a
+    move is kept when it gains `min_gain` dB (-inf: whatever it gains, a move the user asked for)."""
     base = build(frozenset())
     base_sqnr, base_memory = score(base), memory(base)
     best = Choice(frozenset(), base_sqnr, base_sqnr, base_memory, base_memory, base)
@@ -128,7 +157,7 @@ def choose(
             continue
         sqnr = score(qgraph)
         trial["output_sqnr_db"] = round(sqnr, 3)
-        if sqnr < best.sqnr + MIN_GAIN_DB:
+        if sqnr < best.sqnr + min_gain:
             best.trials.append({**trial, "kept": False, "reason": f"gain {sqnr - best.sqnr:+.2f} dB"})
             continue
         best.trials.append({**trial, "kept": True})
@@ -149,3 +178,23 @@ def entry(choice: Choice, budget: Budget) -> dict[str, Any]:
         },
         "trials": choice.trials,
     }
+
+
+def output_entry(choice: Choice) -> dict[str, Any]:
+    """The figures of transforms.int16_output: the output SQNR and memory without and with the int16
+    output, its range margin, and why it was not kept (over budget, too small a gain, refused)."""
+    trial = choice.trials[0] if choice.trials else {}
+    result: dict[str, Any] = {"applied": bool(choice.layers), "margin": INT16_OUTPUT_MARGIN}
+    if "output_sqnr_db" in trial:
+        result["output_sqnr_db"] = {"off": round(choice.sqnr_int8, 3), "on": trial["output_sqnr_db"]}
+    if "flash" in trial:
+        off = {"flash": choice.memory_int8.flash, "ram": choice.memory_int8.ram}
+        result["memory"] = {"off": off, "on": {"flash": trial["flash"], "ram": trial["ram"]}}
+    if not trial.get("kept", False) and "reason" in trial:
+        result["reason"] = recorded(trial["reason"])
+    return result
+
+
+def recorded(reason: str) -> str:
+    """A reason as the JSON keeps it: on one line, at most REASON_CHARS (it may quote the model's names)."""
+    return shorten(one_line(reason), REASON_CHARS)

@@ -77,6 +77,15 @@ def _range(recorded: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in recorded.items()}
 
 
+def _converted_copies(document: Mapping[str, Any]) -> dict[str, str]:
+    """{copy: its source} for the int8 <-> int16 conversions (mixed precision): the float model has no
+    tensor of the copy's name, and the copy holds the source's real values (quantcore/quantize/
+    precision.py)."""
+    return {
+        layer["outputs"][0]: layer["inputs"][0] for layer in document["layers"] if layer["op"] == "requantize"
+    }
+
+
 def compute(
     loaded: Any, document: Mapping[str, Any], data: Any, bins: int = DEFAULT_BINS, batch: int = BATCH
 ) -> list[dict[str, Any]]:
@@ -85,6 +94,7 @@ def compute(
     from quantcore import pipeline
 
     entries = activation_entries(document)
+    source = _converted_copies(document)
     float_model = pipeline.float_model_for(loaded, document)
     input_name = loaded.graph.inputs[0]
     state: dict[str, dict[str, Any]] = {}
@@ -97,7 +107,7 @@ def compute(
     for x in data.batches(batch):
         values = float_model.activations({input_name: x}, layout=False)
         for entry in entries:
-            v = np.asarray(values[entry["tensor"]], np.float64).ravel()
+            v = np.asarray(values[source.get(entry["tensor"], entry["tensor"])], np.float64).ravel()
             s = state[entry["tensor"]]
             s["counts"] += np.histogram(v, bins=s["edges"])[0]
             s["values"] += v.size

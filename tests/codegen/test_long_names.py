@@ -56,7 +56,7 @@ def qgraph(tmp_path_factory: pytest.TempPathFactory) -> Graph:
     onnx.save(_model(), path)
     loaded = pipeline.load_model(path)
     x = np.random.default_rng(1).normal(size=(8, 2, 5, 5)).astype(np.float32)
-    options = pipeline.QuantizeOptions(equalize=False, bias_correction=False)
+    options = pipeline.QuantizeOptions(equalize=False, bias_correction=False, int16_output=False)
     return pipeline.quantize(loaded, DataSet(x), options).qgraph
 
 

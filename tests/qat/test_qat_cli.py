@@ -143,3 +143,33 @@ def test_torchrun_two_processes_train_what_one_process_trains(files: Path, singl
     for name, entry in one["tensors"].items():
         if entry["kind"] == "activation":
             assert two["tensors"][name]["scale"] == pytest.approx(entry["scale"], rel=0.02), name
+
+
+def test_training_starts_from_int8_logits_and_refuses_an_int16_output(tmp_path: Path) -> None:
+    """quantize's automatic int16 output is left out (fake quantization trains none): without bias
+    correction this model gets it from quantize, and QAT's start and result stay int8."""
+    from quantcore.data import DataSet
+    from quantcore.qat.options import QatOptions
+    from quantcore.qat.train import QatTrainingError, qat
+
+    onnx.save(outlier_cnn(factor=1.0), tmp_path / "m.onnx")
+    model = pipeline.load_model(tmp_path / "m.onnx")
+    calib = DataSet(np.random.default_rng(1).uniform(0, 1, (96, 1, 16, 16)).astype(np.float32), None)
+    start = pipeline.QuantizeOptions(bias_correction=False)
+    ptq = pipeline.quantize(model, calib, start).document
+    assert ptq["tensors"]["logits"]["dtype"] == "int16"
+    options = QatOptions(epochs=1, batch_size=32, samples=32, start=start)
+    document = qat(model, calib, calib, options).document
+    assert document is not None
+    assert {e["dtype"] for e in document["tensors"].values() if e["kind"] == "activation"} == {"int8"}
+    # Training starts from the int8 logits' calibrated range, not the int16 output's 4x wider one (one
+    # short epoch moves a range by a few percent; the int8 export of a 4x range would keep 6 bits).
+    int8 = pipeline.quantize(
+        model, calib, pipeline.QuantizeOptions(bias_correction=False, int16_output=False)
+    )
+    start_width = np.ptp(list(int8.document["tensors"]["logits"]["range"].values()))
+    width = np.ptp(list(document["tensors"]["logits"]["range"].values()))
+    assert 0.8 < width / start_width < 1.25, (width, start_width)
+    forced = QatOptions(start=pipeline.QuantizeOptions(int16_output=True))
+    with pytest.raises(QatTrainingError, match="runs int8 only"):
+        qat(model, calib, calib, forced)

@@ -30,7 +30,10 @@ def model(tmp_path_factory: pytest.TempPathFactory) -> pipeline.LoadedModel:
 
 
 def _auto(model: pipeline.LoadedModel, budget: Budget | None = None) -> pipeline.QuantizeResult:
-    options = pipeline.QuantizeOptions(int16_auto=True, budget=budget or Budget(), bias_correction=False)
+    # The int16 output off: these tests are about the picker alone (test_int16_output.py: the two together).
+    options = pipeline.QuantizeOptions(
+        int16_auto=True, budget=budget or Budget(), bias_correction=False, int16_output=False
+    )
     return pipeline.quantize(model, _data(), options)
 
 

@@ -74,3 +74,38 @@ def test_an_activation_without_observed_or_chosen_range_is_drawn_from_its_scale(
 def test_an_int16_activation_represents_its_sixteen_bit_range() -> None:
     tensor = {"dtype": "int16", "scale": 2.0**-10, "zero_point": 0}
     assert histograms.represented(tensor) == {"min": -32.0, "max": 32767 / 1024}
+
+
+def test_an_int16_output_and_its_converted_input_get_histograms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default int16 output: the conversion's copy `flat@int16` (no tensor of the float model) shows
+    the values of `flat`, which it holds (before the fix: KeyError); the output's range, widened 4x,
+    clips none of them."""
+    from tests.onnx_models import outlier_cnn
+
+    onnx.save(outlier_cnn(factor=1.0), tmp_path / "m.onnx")
+    calib = tmp_path / "calib.npz"
+    np.savez(calib, x=np.random.default_rng(5).uniform(0, 1, (SAMPLES, 1, 16, 16)).astype(np.float32))
+    params = tmp_path / "p.json"
+    assert main(["quantize", str(tmp_path / "m.onnx"), "--calib", str(calib), "-o", str(params)]) == 0
+    capsys.readouterr()
+    argv = [
+        "report",
+        "--params",
+        str(params),
+        "--calib",
+        str(calib),
+        "-o",
+        str(tmp_path / "r.html"),
+        "--json",
+    ]
+    assert main(argv) == 0
+    by_tensor = {e["tensor"]: e for e in json.loads(capsys.readouterr().out)["activations"]}
+    copied, source, logits = by_tensor["flat@int16"], by_tensor["flat"], by_tensor["logits"]
+    assert copied["dtype"] == logits["dtype"] == "int16" and source["dtype"] == "int8"
+    assert copied["observed"] == source["observed"]
+    for entry in (copied, source):  # the same values, binned over each one's own range
+        assert entry["histogram"]["values"] == sum(entry["histogram"]["counts"]) == SAMPLES * 12
+    assert logits["histogram"]["values"] == SAMPLES * 10
+    assert logits["histogram"]["clipped_low"] == logits["histogram"]["clipped_high"] == 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +153,38 @@ def test_any_mutated_json_gives_findings_and_never_an_exception(
     text = json.dumps(doc, indent=2)
     for finding in findings(project, text):
         assert finding.span.line >= 0 and "\n" not in finding.message
+
+
+def test_an_int16_output_has_no_findings_and_its_edited_zero_point_is_flagged(tmp_path: Path) -> None:
+    """The quantizer's default int16 output (an s16 fully connected layer writing the graph output,
+    symmetric, its range widened): nothing to flag; a zero point written into it is."""
+    import numpy as np
+    import onnx
+
+    from quantcore import pipeline
+    from quantcore.data import DataSet
+    from quantcore.quantize import params_json
+    from tests.onnx_models import outlier_cnn
+
+    onnx.save(outlier_cnn(factor=1.0), tmp_path / "outlier.onnx")
+    loaded = pipeline.load_model(tmp_path / "outlier.onnx")
+    x = np.random.default_rng(1).uniform(0, 1, (96, 1, 16, 16)).astype(np.float32)
+    document = pipeline.quantize(loaded, DataSet(x), pipeline.QuantizeOptions(bias_correction=False)).document
+    params = tmp_path / "outlier.params.json"
+    params_json.write(params, document)
+    text = params.read_text()
+    assert json.loads(text)["tensors"]["logits"]["dtype"] == "int16"
+
+    def found(text: str) -> list[Finding]:
+        ctx = context(tmp_path, None, {params: text}, FactsCache())
+        return [f for f in rule.check(ctx) if f.path == params.resolve()]
+
+    assert found(text) == []
+    doc = json.loads(text)
+    doc["tensors"]["logits"]["zero_point"] = 3
+    (finding,) = found(dump(doc))
+    assert (finding.code, finding.message) == (
+        Code.WRONG_ZERO_POINT,
+        "$.tensors.logits.zero_point: must be 0 for int16 activations (CMSIS-NN's s16 kernels are"
+        " symmetric), got 3",
+    )

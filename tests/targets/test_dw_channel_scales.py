@@ -22,7 +22,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     onnx.save(depthwise_cnn(), folder / "m.onnx")
     np.save(folder / "calib.npy", np.random.default_rng(1).uniform(0, 1, (64, 1, 12, 12)).astype(np.float32))
     args = ["quantize", str(folder / "m.onnx"), "--calib", str(folder / "calib.npy"), "--dw-channel-scales"]
-    assert cli.main([*args, "on", "-o", str(folder / "p.json")]) == 0
+    # With the int16 output too: both transforms' integers in one program, verified together.
+    assert cli.main([*args, "on", "--int16-output", "on", "-o", str(folder / "p.json")]) == 0
     return folder / "m.onnx", folder / "p.json"
 
 
@@ -56,5 +57,6 @@ def test_per_channel_depthwise_inputs_verify_bit_exact(
         "dw2",
         "gap",
         "flatten",
+        "flat.to_int16",
         "fc",
     ]

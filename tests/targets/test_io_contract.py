@@ -74,7 +74,10 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     loaded = pipeline.load_model(path)
     calib = samples(64, seed=1)
     calib = calib if kind == "nhwc" else calib.transpose(0, 3, 1, 2)
-    options = pipeline.QuantizeOptions(equalize=False, bias_correction=False)
+    # The NCHW model with its output at int8 (switched off), the NHWC one as the quantizer picks by default:
+    # an int16 output (its conv on arm_convolve_s16; test_the_header_states_the_layouts checks the type).
+    int16_output = None if kind == "nhwc" else False
+    options = pipeline.QuantizeOptions(equalize=False, bias_correction=False, int16_output=int16_output)
     result = pipeline.quantize(loaded, DataSet(np.ascontiguousarray(calib)), options)
     params_json.write(folder / "params.json", result.document)
     generate(result.qgraph, folder / "src", force=True)
@@ -139,8 +142,13 @@ def _sqnr_db(reference: np.ndarray, actual: np.ndarray) -> float:
     return float(10 * np.log10(np.sum(reference**2) / noise))
 
 
+def _output_dtype(built: Built) -> type[np.signedinteger]:
+    """The output's element type as model.h states it (MODEL_OUTPUT_TYPE), little-endian on targets."""
+    return {"int8_t": np.int8, "int16_t": np.int16}[built.header["MODEL_OUTPUT_TYPE"]]
+
+
 def _dequantized(built: Built, outputs: list[bytes]) -> np.ndarray:
-    q = np.stack([np.frombuffer(b, np.int8) for b in outputs]).astype(np.float64)
+    q = np.stack([np.frombuffer(b, _output_dtype(built)) for b in outputs]).astype(np.float64)
     scale = float(built.header["MODEL_OUTPUT_SCALE"].rstrip("f"))
     y = (q - int(built.header["MODEL_OUTPUT_ZERO_POINT"])) * scale
     return y.reshape(len(outputs), *built.qgraph.tensor(built.qgraph.outputs[0]).shape[1:])
@@ -155,7 +163,8 @@ def _check(built: Built, lines: dict[str, list[bytes]]) -> None:
     shape = built.qgraph.tensor(graph_input).shape
     env = int8_exec.run(built.qgraph, {graph_input: written.reshape(CASES, *shape[1:])})
     expected = env[built.qgraph.outputs[0]].reshape(CASES, -1)
-    np.testing.assert_array_equal(np.stack([np.frombuffer(b, np.int8) for b in lines["OUT"]]), expected)
+    outputs = np.stack([np.frombuffer(b, _output_dtype(built)) for b in lines["OUT"]])
+    np.testing.assert_array_equal(outputs, expected)
     assert _sqnr_db(_float_reference(built), _dequantized(built, lines["OUT"])) > SQNR_FLOOR_DB
 
 
@@ -166,6 +175,8 @@ def test_the_header_states_the_layouts(built: Built) -> None:
     dims = [h[f"MODEL_INPUT_{d}"] for d in ("BATCH", "HEIGHT", "WIDTH", "CHANNELS")]
     assert dims == ["1", "6", "10", "3"] and h["MODEL_INPUT_SHAPE"] == "{1, 6, 10, 3}"
     assert [h[f"MODEL_OUTPUT_{d}"] for d in ("HEIGHT", "WIDTH", "CHANNELS")] == ["3", "5", "5"]
+    assert h["MODEL_OUTPUT_TYPE"] == ("int16_t" if nhwc else "int8_t")
+    assert h["MODEL_OUTPUT_ZERO_POINT"] == "0" or not nhwc  # int16 is symmetric
     text = (built.src / "model.h").read_text()
     if nhwc:
         assert "the model file takes this input as NHWC too: write the model's own values unchanged." in text

@@ -87,3 +87,36 @@ def test_an_automatic_int16_choice_generates_and_verifies(
     assert chosen
     for target in ("host", "qemu-m7"):
         _verify(tmp_path / "m.onnx", tmp_path / "p.json", target, capsys)
+
+
+def test_the_default_int16_output_is_bit_exact_through_verify_and_flash_verify(
+    gdb: cmsis_nn.CmsisNn,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`fixpoint quantize` with its defaults makes the fully connected output layer int16
+    (arm_fully_connected_s16 writing the graph output, its int8 input converted); the generated C gives
+    the reference executor's int16 output bytes on the host, on QEMU boards through semihosting, and
+    through the GDB stub and the UART (flash-verify)."""
+    monkeypatch.chdir(tmp_path)
+    onnx.save(outlier_cnn(factor=1.0), tmp_path / "m.onnx")
+    np.save(
+        tmp_path / "calib.npy", np.random.default_rng(1).uniform(0, 1, (96, 1, 16, 16)).astype(np.float32)
+    )
+    assert cli.main(["quantize", "m.onnx", "--calib", "calib.npy", "-o", "p.json"]) == 0
+    capsys.readouterr()
+    document = params_json.load(tmp_path / "p.json")
+    assert document["transforms"]["int16_output"]["applied"] is True
+    assert document["tensors"]["logits"]["dtype"] == "int16"
+    for target in ("host", "qemu-m4", "qemu-m55"):
+        report = _verify(tmp_path / "m.onnx", tmp_path / "p.json", target, capsys)
+        assert [layer["name"] for layer in report["layers"]][-2:] == ["flat.to_int16", "fc"]
+        assert (
+            report["layers"][-1]["bytes"] == 10 * 2 and report["mismatched_bytes_total"] == 0
+        )  # 10 int16 logits
+    argv = ["flash-verify", "--target", "qemu-m55", "--model", "m.onnx", "--params", "p.json", "--json"]
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["verdict"] == "pass" and report["mismatched_bytes_total"] == 0
+    assert report["layers"][-1]["name"] == "fc" and report["layers"][-1]["float_sqnr_db"] > 30

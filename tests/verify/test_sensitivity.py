@@ -55,7 +55,9 @@ def _one_conv() -> onnx.ModelProto:
 
 
 def test_a_network_of_one_layer_loses_alone_exactly_what_it_loses_in_full(tmp_path: Path) -> None:
-    model, document = _project(tmp_path, _one_conv())
+    # int8 output: with the int16 output quantize picks here (41.6 -> 50.0 dB), the input's int8 -> int16
+    # conversion is a layer of the full graph that the conv quantized alone does not have (52.0 dB).
+    model, document = _project(tmp_path, _one_conv(), int16_output=False)
     report = pipeline.sensitivity(model, document, _data(), gradients=False)
     assert [layer.name for layer in report.layers] == ["conv"]
     assert report.layers[0].output_sqnr_db == report.output_sqnr_db
