@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.kernels._int import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, Args, wrap32
-from quantcore.kernels.requantize import Rounding, requantize
+from quantcore.kernels.requantize import Rounding, requantize_int32
 from quantcore.kernels.window import Window, check_window
 
 Int8Array = npt.NDArray[np.int8]
@@ -211,12 +211,22 @@ def finish_s8(
     clamp: Pair,
     rounding: Rounding,
 ) -> Int8Array:
-    """Add bias, requantize per channel (the last axis), add the output offset, clamp, narrow to int8."""
+    """Add bias, requantize per channel (the last axis), add the output offset, clamp, narrow to int8.
+
+    `acc` is the caller's scratch: the bias is added to it in place."""
     bias, multiplier, shift = quant
     if bias is not None:
-        acc = acc + bias.astype(np.int64)
+        acc += bias.astype(np.int64)
     if acc.size and (int(acc.min()) < INT32_MIN or int(acc.max()) > INT32_MAX):
         acc = wrap32(acc)  # two passes to look spare the four of a wrap that would change nothing
-    out = requantize(acc, multiplier, shift, rounding)
-    out += output_offset
-    return np.clip(out, clamp[0], clamp[1], out=out).astype(np.int8)
+    out = requantize_int32(acc, multiplier, shift, rounding)
+    return clamp_offset_s8(out, output_offset, clamp)
+
+
+def clamp_offset_s8(out: npt.NDArray[np.int64], output_offset: int, clamp: Pair) -> Int8Array:
+    """clamp(out + output_offset, lo, hi) as int8, in two passes: clamping out to [lo - offset,
+    hi - offset] first gives the same values (integers, no overflow), and the add then writes int8."""
+    np.clip(out, clamp[0] - output_offset, clamp[1] - output_offset, out=out)
+    result = np.empty(out.shape, dtype=np.int8)
+    np.add(out, output_offset, out=result, casting="unsafe")
+    return result

@@ -95,18 +95,32 @@ class TensorAccumulator:
     max_abs_reference: float = 0.0
 
     def update(self, reference: npt.ArrayLike, dequantized: npt.ArrayLike) -> None:
-        """Add one batch: the float reference and the dequantized int8 result, same shape."""
-        f, q = _as_pair(self.name, reference, dequantized)
+        """Add one batch: the float reference and the dequantized int8 result, same shape.
+
+        The four sums are the same float64 expressions, on arrays of the same layout, as always (so the
+        same bits: the sum order follows the layout); only the order-free parts are cheaper. The NaN and
+        infinity checks read the sums instead of the arrays - a NaN or infinity in f (q) makes sum f^2
+        (q^2) non-finite, and only then are the arrays searched, to say which - and the maxima come from
+        max and -min, without an |.| array (the exact same values).
+        """
+        f, q = _as_float64(self.name, reference, dequantized)
         if f.size == 0:
             return
+        scratch = np.empty_like(f)  # f * f's layout (order K), reused for every product
+        sum_ff = float(np.sum(np.multiply(f, f, out=scratch)))
+        sum_qq = float(np.sum(np.multiply(q, q, out=_like(scratch, q))))
+        if not (math.isfinite(sum_ff) and math.isfinite(sum_qq)):
+            _check_finite(self.name, f, q)
         e = f - q
+        sum_ee = float(np.sum(np.multiply(e, e, out=_like(scratch, e))))
+        sum_fq = float(np.sum(np.multiply(f, q, out=_like(scratch, f, q))))
         self.count += f.size
-        self.sum_ff += float(np.sum(f * f))
-        self.sum_ee += float(np.sum(e * e))
-        self.sum_fq += float(np.sum(f * q))
-        self.sum_qq += float(np.sum(q * q))
-        self.max_abs_error = max(self.max_abs_error, float(np.max(np.abs(e))))
-        self.max_abs_reference = max(self.max_abs_reference, float(np.max(np.abs(f))))
+        self.sum_ff += sum_ff
+        self.sum_ee += sum_ee
+        self.sum_fq += sum_fq
+        self.sum_qq += sum_qq
+        self.max_abs_error = max(self.max_abs_error, _max_abs(e))
+        self.max_abs_reference = max(self.max_abs_reference, _max_abs(f))
 
     def merge(self, other: TensorAccumulator) -> None:
         """Fold in an accumulator of the same tensor filled elsewhere (another worker, another shard)."""
@@ -252,7 +266,7 @@ def _accumulated(name: str, part: str, f: npt.ArrayLike, q: npt.ArrayLike) -> Te
     return acc
 
 
-def _as_pair(
+def _as_float64(
     name: str, reference: npt.ArrayLike, dequantized: npt.ArrayLike
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     f = np.asarray(reference, dtype=np.float64)
@@ -261,12 +275,30 @@ def _as_pair(
         raise MetricsError(
             name, f"float reference has shape {f.shape} but the int8 result has shape {q.shape}"
         )
+    return f, q
+
+
+def _check_finite(name: str, f: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> None:
     for label, array in (("float reference", f), ("int8 result", q)):
         if not np.all(np.isfinite(array)):
             raise MetricsError(
                 name, f"the {label} contains NaN or infinity; the figures would be meaningless"
             )
-    return f, q
+
+
+def _like(
+    scratch: npt.NDArray[np.float64], *operands: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64] | None:
+    """`scratch` as the output of a product of `operands` when that keeps the product's layout (numpy
+    gives a product the layout of its operands when they share one), else None: a new array. The layout
+    decides the order of the sum's additions, hence its last bits."""
+    same = all(o.strides == scratch.strides for o in operands)
+    return scratch if same else None
+
+
+def _max_abs(x: npt.NDArray[np.float64]) -> float:
+    """max |x| (x not empty) as max(max x, -min x): the same value, no |x| array."""
+    return abs(max(float(x.max()), -float(x.min())))  # abs: -0.0 to 0.0, as |x| would give
 
 
 def _predictions(what: str, logits: npt.ArrayLike) -> tuple[npt.NDArray[np.intp], int]:
