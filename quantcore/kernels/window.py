@@ -54,9 +54,21 @@ class Window:
                 yield ky, kx, padded[:, y0 : y0 + (oh - 1) * sh + 1 : sh, x0 : x0 + (ow - 1) * sw + 1 : sw, :]
 
     def im2col(self, padded: np.ndarray[Any, Any], output_hw: tuple[int, int]) -> np.ndarray[Any, Any]:
-        """(N, oh, ow, kh*kw*C) patches in CMSIS-NN's im2col order (ky, kx, c), matching OHWI filters."""
-        return np.concatenate([view for _, _, view in self.taps(padded, output_hw)], axis=-1)
+        """(N, oh, ow, kh*kw*C) patches in CMSIS-NN's im2col order (ky, kx, c), matching OHWI filters.
 
+        One copy of a (N, oh, ow, kh, kw, C) strided view of `padded` (every tap's view at once), not a
+        concatenation of the kh*kw tap views: with few channels (a 1-channel image) each of those copies
+        moves C values per pixel and costs far more than the values themselves."""
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.stride, self.dilation
+        n, _, _, c = padded.shape
+        bn, bh, bw, bc = padded.strides
+        patches = np.lib.stride_tricks.as_strided(
+            padded,
+            shape=(n, output_hw[0], output_hw[1], kh, kw, c),
+            strides=(bn, bh * sh, bw * sw, bh * dh, bw * dw, bc),
+            writeable=False,
+        )
+        return patches.reshape(n, output_hw[0], output_hw[1], kh * kw * c)
 
 def _out(size: int, k: int, stride: int, pad: int, dilation: int) -> int:
     return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
