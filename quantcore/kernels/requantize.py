@@ -56,17 +56,18 @@ def requantize(acc: ArrayLike, multiplier: ArrayLike, shift: ArrayLike, rounding
 
 
 def requantize_int32(acc: I64, multiplier: ArrayLike, shift: ArrayLike, rounding: Rounding) -> I64:
-    """`requantize` for accumulators already in int32's range (C's int32 accumulator): the same values,
-    in five passes over the array instead of eight when every multiplier is positive (always, for a
-    real scale; otherwise, and for single rounding, it is `requantize`).
+    """`requantize` for accumulators already in int32's range (C's int32 accumulator), computed in
+    `acc` itself (the caller's scratch, which it may overwrite and return): the same values in fewer passes, and
+    no new array, when every multiplier is positive (always, for a real scale; otherwise, and for single
+    rounding, it is `requantize`).
 
     With v = acc << left (wrapped), a = v * M + 2^30 and e the right shift, the double rounding is
         high = floor(a / 2^31),  out = floor((high + c) / 2^e),  c = 2^(e-1) - [high < 0] (c = 0 if e = 0)
-    and since floor(a / 2^31) + c = floor((a + c 2^31) / 2^31) for an integer c, and floor(floor(y) / 2^e)
-    = floor(y / 2^e), out = (a + c 2^31) >> (31 + e): one multiply, one add of a per-channel constant, one
-    masked subtract of 2^31 where high < 0, one shift. high < 0 iff a < 0 iff v * M < -2^30 iff (M > 0)
-    v < -(2^30 // M), a per-channel threshold on v. No overflow in int64: |v| <= 2^31 and M < 2^31 give
-    |v M| < 2^62, and 2^30 + c 2^31 <= 2^30 + 2^61, so every intermediate stays inside +-(2^62 + 2^61 + 2^30).
+    and since floor(a / 2^31) + n = floor((a + n 2^31) / 2^31) for an integer n,
+        out = (((v * M + 2^30 + 2^(e-1) 2^31) >> 31) - [high < 0]) >> e
+    high < 0 iff a < 0 iff v * M < -2^30 iff (M > 0) v < -(2^30 // M): a per-channel threshold on v, a
+    one-byte mask taken before v is overwritten (never true where e = 0, which has no rounding step). No
+    overflow in int64: |v| <= 2^31 and M < 2^31 give |v M| < 2^62, and 2^30 + 2^(e-1) 2^31 <= 2^30 + 2^61.
     """
     m = np.asarray(multiplier, dtype=np.int64)
     shift = np.asarray(shift, dtype=np.int64)
@@ -76,14 +77,14 @@ def requantize_int32(acc: I64, multiplier: ArrayLike, shift: ArrayLike, rounding
     right = np.maximum(-shift, 0)
     value = wrap32(acc << left) if left.any() else acc
     nudge = (np.int64(1) << right) >> 1
-    constant = (1 << 30) + (nudge << 31)
-    # Where e = 0 there is no rounding step, hence no negative correction: a threshold nothing is below.
-    threshold = np.where(right > 0, -((1 << 30) // m), np.iinfo(np.int64).min)
-    out: I64 = value * m
-    out += constant
-    np.subtract(out, np.int64(1 << 31), out=out, where=value < threshold)
-    out >>= right + 31
-    return out
+    negative = value < np.where(right > 0, -((1 << 30) // m), np.iinfo(np.int64).min)
+    value *= m
+    value += (1 << 30) + (nudge << 31)
+    value >>= 31
+    np.subtract(value, negative, out=value, casting="unsafe")
+    if right.any():
+        value >>= right
+    return value
 
 
 def _round_shift_right(value: I64, exponent: I64) -> I64:

@@ -97,30 +97,44 @@ class TensorAccumulator:
     def update(self, reference: npt.ArrayLike, dequantized: npt.ArrayLike) -> None:
         """Add one batch: the float reference and the dequantized int8 result, same shape.
 
-        The four sums are the same float64 expressions, on arrays of the same layout, as always (so the
-        same bits: the sum order follows the layout); only the order-free parts are cheaper. The NaN and
-        infinity checks read the sums instead of the arrays - a NaN or infinity in f (q) makes sum f^2
-        (q^2) non-finite, and only then are the arrays searched, to say which - and the maxima come from
-        max and -min, without an |.| array (the exact same values).
+        Each sum is the float64 sum of the same products, laid out in memory as they always were, so
+        it has the same last bits (numpy adds in memory order): f^2 in f's layout (the products of a
+        float32 f computed in float64 are exact, hence the same as those of f converted first), and
+        (f - q)^2 and f q in q's layout when q is C-ordered - where numpy puts a product of operands of
+        different layouts - from f converted once into that layout. Only the order-free parts are
+        cheaper: the NaN and infinity checks read the sums (a NaN or infinity in f, or q, makes sum f^2,
+        or q^2, non-finite; only then are the arrays searched, to say which), and each maximum of |x| is
+        max(max x, -min x), with no |x| array.
         """
-        f, q = _as_float64(self.name, reference, dequantized)
-        if f.size == 0:
+        ref, q = np.asarray(reference), np.asarray(dequantized, dtype=np.float64)
+        if ref.shape != q.shape:
+            raise MetricsError(
+                self.name, f"float reference has shape {ref.shape} but the int8 result has shape {q.shape}"
+            )
+        if ref.size == 0:
             return
-        scratch = np.empty_like(f)  # f * f's layout (order K), reused for every product
-        sum_ff = float(np.sum(np.multiply(f, f, out=scratch)))
-        sum_qq = float(np.sum(np.multiply(q, q, out=_like(scratch, q))))
+        exact_square = ref.dtype == np.float32  # float32 * float32 is exact in float64
+        f = ref if exact_square else np.asarray(ref, dtype=np.float64)
+        squares = np.multiply(f, f, dtype=np.float64)
+        sum_ff = float(np.sum(squares))
+        sum_qq = float(np.sum(np.multiply(q, q, out=squares if squares.strides == q.strides else None)))
         if not (math.isfinite(sum_ff) and math.isfinite(sum_qq)):
-            _check_finite(self.name, f, q)
+            _check_finite(self.name, np.asarray(ref, dtype=np.float64), q)
+        if q.flags.c_contiguous:
+            f = np.array(ref, dtype=np.float64, order="C")  # a copy: the products below overwrite it
+        elif exact_square:
+            f = np.asarray(ref, dtype=np.float64)
         e = f - q
-        sum_ee = float(np.sum(np.multiply(e, e, out=_like(scratch, e))))
-        sum_fq = float(np.sum(np.multiply(f, q, out=_like(scratch, f, q))))
-        self.count += f.size
+        self.max_abs_error = max(self.max_abs_error, _max_abs(e))
+        self.max_abs_reference = max(self.max_abs_reference, _max_abs(f))
+        sum_ee = float(np.sum(np.multiply(e, e, out=e)))
+        # f q has q's layout when q is C-ordered (then f is too, and e): e's buffer is free for it.
+        sum_fq = float(np.sum(np.multiply(f, q, out=e if q.flags.c_contiguous else None)))
+        self.count += ref.size
         self.sum_ff += sum_ff
         self.sum_ee += sum_ee
         self.sum_fq += sum_fq
         self.sum_qq += sum_qq
-        self.max_abs_error = max(self.max_abs_error, _max_abs(e))
-        self.max_abs_reference = max(self.max_abs_reference, _max_abs(f))
 
     def merge(self, other: TensorAccumulator) -> None:
         """Fold in an accumulator of the same tensor filled elsewhere (another worker, another shard)."""
@@ -266,34 +280,12 @@ def _accumulated(name: str, part: str, f: npt.ArrayLike, q: npt.ArrayLike) -> Te
     return acc
 
 
-def _as_float64(
-    name: str, reference: npt.ArrayLike, dequantized: npt.ArrayLike
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    f = np.asarray(reference, dtype=np.float64)
-    q = np.asarray(dequantized, dtype=np.float64)
-    if f.shape != q.shape:
-        raise MetricsError(
-            name, f"float reference has shape {f.shape} but the int8 result has shape {q.shape}"
-        )
-    return f, q
-
-
 def _check_finite(name: str, f: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> None:
     for label, array in (("float reference", f), ("int8 result", q)):
         if not np.all(np.isfinite(array)):
             raise MetricsError(
                 name, f"the {label} contains NaN or infinity; the figures would be meaningless"
             )
-
-
-def _like(
-    scratch: npt.NDArray[np.float64], *operands: npt.NDArray[np.float64]
-) -> npt.NDArray[np.float64] | None:
-    """`scratch` as the output of a product of `operands` when that keeps the product's layout (numpy
-    gives a product the layout of its operands when they share one), else None: a new array. The layout
-    decides the order of the sum's additions, hence its last bits."""
-    same = all(o.strides == scratch.strides for o in operands)
-    return scratch if same else None
 
 
 def _max_abs(x: npt.NDArray[np.float64]) -> float:

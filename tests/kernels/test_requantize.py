@@ -105,13 +105,13 @@ def test_requantize_int32_equals_requantize_on_the_whole_int32_range(rounding: R
     acc = np.concatenate([acc, np.repeat(np.arange(-40000, 40000)[:, None], shifts.size, axis=1)])
     for m in (mult, np.where(shifts == 3, -mult, mult)):
         expected = requantize(acc, m, shifts, rounding)
-        np.testing.assert_array_equal(requantize_int32(acc, m, shifts, rounding), expected)
+        np.testing.assert_array_equal(requantize_int32(acc.copy(), m, shifts, rounding), expected)
 
 
 def test_requantize_int32_per_tensor_scalars() -> None:
     acc = np.arange(-70000, 70000, 7, dtype=np.int64)
     for mult, shift in [(1 << 30, -3), ((1 << 31) - 1, 0), (1_234_567_890, 5), (987_654_321, -31)]:
         np.testing.assert_array_equal(
-            requantize_int32(acc, np.int64(mult), np.int64(shift), Rounding.DOUBLE),
+            requantize_int32(acc.copy(), np.int64(mult), np.int64(shift), Rounding.DOUBLE),
             requantize(acc, mult, shift, Rounding.DOUBLE),
         )
