@@ -57,9 +57,9 @@ def requantize(acc: ArrayLike, multiplier: ArrayLike, shift: ArrayLike, rounding
 
 def requantize_int32(acc: I64, multiplier: ArrayLike, shift: ArrayLike, rounding: Rounding) -> I64:
     """`requantize` for accumulators already in int32's range (C's int32 accumulator), computed in
-    `acc` itself (the caller's scratch, which it may overwrite and return): the same values in fewer passes, and
-    no new array, when every multiplier is positive (always, for a real scale; otherwise, and for single
-    rounding, it is `requantize`).
+    `acc` itself (the caller's scratch, which it may overwrite and return): the same values in fewer
+    passes, and no new array, when every multiplier is positive (always, for a real scale; otherwise, and
+    for single rounding, it is `requantize`).
 
     With v = acc << left (wrapped), a = v * M + 2^30 and e the right shift, the double rounding is
         high = floor(a / 2^31),  out = floor((high + c) / 2^e),  c = 2^(e-1) - [high < 0] (c = 0 if e = 0)

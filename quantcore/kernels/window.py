@@ -50,7 +50,9 @@ class Window:
         n, h, w, c = x.shape
         need_h = (output_hw[0] - 1) * sh + (kh - 1) * dh + 1
         need_w = (output_hw[1] - 1) * sw + (kw - 1) * dw + 1
-        padded = np.full((n, ph + h + max(0, need_h - ph - h), pw + w + max(0, need_w - pw - w), c), fill, dtype)
+        padded = np.full(
+            (n, ph + h + max(0, need_h - ph - h), pw + w + max(0, need_w - pw - w), c), fill, dtype
+        )
         inside = padded[:, ph : ph + h, pw : pw + w]
         if offset:
             np.add(x, offset, out=inside, dtype=dtype, casting="unsafe")
@@ -85,6 +87,7 @@ class Window:
             writeable=False,
         )
         return patches.reshape(n, output_hw[0], output_hw[1], kh * kw * c)
+
 
 def _out(size: int, k: int, stride: int, pad: int, dilation: int) -> int:
     return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1

@@ -22,7 +22,6 @@ from quantcore.verify.metrics import (
 )
 from quantcore.verify.report import EvaluationReport, LayerMetrics
 
-
 RUN_BATCHES = 4
 """Batches of `batch_size` samples run through both models at once: a quarter of the onnxruntime calls
 and kernel calls (onnxruntime's and the kernels' per-sample results do not depend on the batch; the

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from quantcore.verify import metrics
 from quantcore.verify.metrics import (
     ClassificationAccumulator,
     MetricsError,
@@ -288,14 +289,21 @@ LAYOUTS = {
 }
 
 
+@pytest.mark.parametrize("block", [None, 64, 136])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_sums_are_the_plain_float64_sums_to_the_last_bit(layout: str) -> None:
+def test_sums_are_the_plain_float64_sums_to_the_last_bit(
+    layout: str, block: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The accumulator skips passes (no isfinite, no |x| arrays, products into reused buffers, f
     # converted once into q's layout), but each sum must keep the bits of the plain expressions: numpy
     # adds in memory order, so a product laid out differently would round differently.
+    # `block`: small leaves for the cache-blocked sums, so that their split into halves is exercised.
+    if block is not None:
+        monkeypatch.setattr(metrics, "_BLOCK", block)
     dtype, f_transposed, q_transposed = LAYOUTS[layout]
     rng = np.random.default_rng(7)
-    nchw = rng.standard_normal((5, 6, 9, 11)) * 4
+    # magnitudes spread over 12 decades: every addition rounds, so a sum in another order differs
+    nchw = rng.standard_normal((5, 6, 9, 11)) * 10.0 ** rng.uniform(-6, 6, (5, 6, 9, 11))
     f_src = nchw.astype(dtype)
     q_src = np.round(nchw * 8) / 8
     f = f_src.transpose(0, 2, 3, 1) if f_transposed else np.ascontiguousarray(f_src.transpose(0, 2, 3, 1))
