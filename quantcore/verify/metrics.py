@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -104,7 +105,8 @@ class TensorAccumulator:
         different layouts - from f converted once into that layout. Only the order-free parts are
         cheaper: the NaN and infinity checks read the sums (a NaN or infinity in f, or q, makes sum f^2,
         or q^2, non-finite; only then are the arrays searched, to say which), and each maximum of |x| is
-        max(max x, -min x), with no |x| array.
+        max(max x, -min x), with no |x| array. evaluate's case (a float32 f, dense, and a C-ordered q)
+        goes through `_blocked_sums`, which keeps those bits too.
         """
         ref, q = np.asarray(reference), np.asarray(dequantized, dtype=np.float64)
         if ref.shape != q.shape:
@@ -115,7 +117,8 @@ class TensorAccumulator:
             return
         if ref.dtype == np.float32 and q.flags.c_contiguous:
             memory = np.ravel(ref, order="K")  # f in its memory order: the order sum f^2 adds in
-            if np.may_share_memory(memory, ref):  # f is dense: a view, not a copy
+            # f dense (its memory order a view, not a copy) with no reversed axis
+            if np.may_share_memory(memory, ref) and min(ref.strides, default=1) > 0:
                 self._add(_blocked_sums(memory, np.ascontiguousarray(ref).ravel(), q.ravel()), ref, q)
                 return
         exact_square = ref.dtype == np.float32  # float32 * float32 is exact in float64
@@ -141,7 +144,8 @@ class TensorAccumulator:
         self.sum_fq += sum_fq
         self.sum_qq += sum_qq
 
-    def _add(self, sums: _Sums, ref: np.ndarray, q: npt.NDArray[np.float64]) -> None:
+    def _add(self, sums: _Sums, ref: np.ndarray[Any, Any], q: npt.NDArray[np.float64]) -> None:
+        """Fold in one batch's `_blocked_sums` (checked for NaN and infinity as update says)."""
         if not (math.isfinite(sums.ff) and math.isfinite(sums.qq)):
             _check_finite(self.name, np.asarray(ref, dtype=np.float64), q)
         self.count += ref.size
