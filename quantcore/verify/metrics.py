@@ -41,7 +41,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -96,65 +95,18 @@ class TensorAccumulator:
     max_abs_reference: float = 0.0
 
     def update(self, reference: npt.ArrayLike, dequantized: npt.ArrayLike) -> None:
-        """Add one batch: the float reference and the dequantized int8 result, same shape.
-
-        Each sum is the float64 sum of the same products, laid out in memory as they always were, so
-        it has the same last bits (numpy adds in memory order): f^2 in f's layout (the products of a
-        float32 f computed in float64 are exact, hence the same as those of f converted first), and
-        (f - q)^2 and f q in q's layout when q is C-ordered - where numpy puts a product of operands of
-        different layouts - from f converted once into that layout. Only the order-free parts are
-        cheaper: the NaN and infinity checks read the sums (a NaN or infinity in f, or q, makes sum f^2,
-        or q^2, non-finite; only then are the arrays searched, to say which), and each maximum of |x| is
-        max(max x, -min x), with no |x| array. evaluate's case (a float32 f, dense, and a C-ordered q)
-        goes through `_blocked_sums`, which keeps those bits too.
-        """
-        ref, q = np.asarray(reference), np.asarray(dequantized, dtype=np.float64)
-        if ref.shape != q.shape:
-            raise MetricsError(
-                self.name, f"float reference has shape {ref.shape} but the int8 result has shape {q.shape}"
-            )
-        if ref.size == 0:
+        """Add one batch: the float reference and the dequantized int8 result, same shape."""
+        f, q = _as_pair(self.name, reference, dequantized)
+        if f.size == 0:
             return
-        if ref.dtype == np.float32 and q.flags.c_contiguous:
-            memory = np.ravel(ref, order="K")  # f in its memory order: the order sum f^2 adds in
-            # f dense (its memory order a view, not a copy) with no reversed axis
-            if np.may_share_memory(memory, ref) and min(ref.strides, default=1) > 0:
-                self._add(_blocked_sums(memory, np.ascontiguousarray(ref).ravel(), q.ravel()), ref, q)
-                return
-        exact_square = ref.dtype == np.float32  # float32 * float32 is exact in float64
-        f = ref if exact_square else np.asarray(ref, dtype=np.float64)
-        squares = np.multiply(f, f, dtype=np.float64)
-        sum_ff = float(np.sum(squares))
-        sum_qq = float(np.sum(np.multiply(q, q, out=squares if squares.strides == q.strides else None)))
-        if not (math.isfinite(sum_ff) and math.isfinite(sum_qq)):
-            _check_finite(self.name, np.asarray(ref, dtype=np.float64), q)
-        if q.flags.c_contiguous:
-            f = np.array(ref, dtype=np.float64, order="C")  # a copy: the products below overwrite it
-        elif exact_square:
-            f = np.asarray(ref, dtype=np.float64)
         e = f - q
-        self.max_abs_error = max(self.max_abs_error, _max_abs(e))
-        self.max_abs_reference = max(self.max_abs_reference, _max_abs(f))
-        sum_ee = float(np.sum(np.multiply(e, e, out=e)))
-        # f q has q's layout when q is C-ordered (then f is too, and e): e's buffer is free for it.
-        sum_fq = float(np.sum(np.multiply(f, q, out=e if q.flags.c_contiguous else None)))
-        self.count += ref.size
-        self.sum_ff += sum_ff
-        self.sum_ee += sum_ee
-        self.sum_fq += sum_fq
-        self.sum_qq += sum_qq
-
-    def _add(self, sums: _Sums, ref: np.ndarray[Any, Any], q: npt.NDArray[np.float64]) -> None:
-        """Fold in one batch's `_blocked_sums` (checked for NaN and infinity as update says)."""
-        if not (math.isfinite(sums.ff) and math.isfinite(sums.qq)):
-            _check_finite(self.name, np.asarray(ref, dtype=np.float64), q)
-        self.count += ref.size
-        self.sum_ff += sums.ff
-        self.sum_ee += sums.ee
-        self.sum_fq += sums.fq
-        self.sum_qq += sums.qq
-        self.max_abs_error = max(self.max_abs_error, sums.max_e)
-        self.max_abs_reference = max(self.max_abs_reference, sums.max_f)
+        self.count += f.size
+        self.sum_ff += float(np.sum(f * f))
+        self.sum_ee += float(np.sum(e * e))
+        self.sum_fq += float(np.sum(f * q))
+        self.sum_qq += float(np.sum(q * q))
+        self.max_abs_error = max(self.max_abs_error, float(np.max(np.abs(e))))
+        self.max_abs_reference = max(self.max_abs_reference, float(np.max(np.abs(f))))
 
     def merge(self, other: TensorAccumulator) -> None:
         """Fold in an accumulator of the same tensor filled elsewhere (another worker, another shard)."""
@@ -300,68 +252,21 @@ def _accumulated(name: str, part: str, f: npt.ArrayLike, q: npt.ArrayLike) -> Te
     return acc
 
 
-_BLOCK = 32 * 1024
-"""Leaf size of _blocked_sums: the float64 products of a leaf (256 KB each) stay in a core's L2 cache."""
-
-
-@dataclass
-class _Sums:
-    ff: float
-    ee: float
-    fq: float
-    qq: float
-    max_e: float
-    max_f: float
-
-
-def _blocked_sums(
-    f_memory: npt.NDArray[np.float32], f: npt.NDArray[np.float32], q: npt.NDArray[np.float64]
-) -> _Sums:
-    """The four sums and two maxima of update() for a float32 f and a C-ordered q, flat: `f_memory` is f
-    in its memory order (sum f^2 adds in that order), `f` and `q` in C order (the other sums' order).
-
-    numpy sums a contiguous float64 array pairwise: an array of n > 128 values is summed as its first
-    n2 = (n // 2 rounded down to a multiple of 8) values plus the rest, recursively. Splitting the same
-    way down to leaves of at most _BLOCK values, summing each leaf with np.sum and adding the halves back
-    in the same tree gives the bits of np.sum over the whole products - without the whole products: a
-    leaf's products are made, summed and dropped while they are in cache (one pass through memory for
-    the lot, where the whole arrays took a dozen)."""
-    n = f.size
-    if n > _BLOCK:
-        half = n // 2
-        half -= half % 8
-        left = _blocked_sums(f_memory[:half], f[:half], q[:half])
-        right = _blocked_sums(f_memory[half:], f[half:], q[half:])
-        return _Sums(
-            left.ff + right.ff,
-            left.ee + right.ee,
-            left.fq + right.fq,
-            left.qq + right.qq,
-            max(left.max_e, right.max_e),
-            max(left.max_f, right.max_f),
+def _as_pair(
+    name: str, reference: npt.ArrayLike, dequantized: npt.ArrayLike
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    f = np.asarray(reference, dtype=np.float64)
+    q = np.asarray(dequantized, dtype=np.float64)
+    if f.shape != q.shape:
+        raise MetricsError(
+            name, f"float reference has shape {f.shape} but the int8 result has shape {q.shape}"
         )
-    wide = f.astype(np.float64)
-    e = wide - q
-    product = np.multiply(f_memory, f_memory, dtype=np.float64)  # exact: float32 * float32 in float64
-    ff = float(np.sum(product))
-    qq = float(np.sum(np.multiply(q, q, out=product)))
-    max_e, max_f = _max_abs(e), _max_abs(wide)
-    ee = float(np.sum(np.multiply(e, e, out=e)))
-    fq = float(np.sum(np.multiply(wide, q, out=wide)))
-    return _Sums(ff, ee, fq, qq, max_e, max_f)
-
-
-def _check_finite(name: str, f: npt.NDArray[np.float64], q: npt.NDArray[np.float64]) -> None:
     for label, array in (("float reference", f), ("int8 result", q)):
         if not np.all(np.isfinite(array)):
             raise MetricsError(
                 name, f"the {label} contains NaN or infinity; the figures would be meaningless"
             )
-
-
-def _max_abs(x: npt.NDArray[np.float64]) -> float:
-    """max |x| (x not empty) as max(max x, -min x): the same value, no |x| array."""
-    return abs(max(float(x.max()), -float(x.min())))  # abs: -0.0 to 0.0, as |x| would give
+    return f, q
 
 
 def _predictions(what: str, logits: npt.ArrayLike) -> tuple[npt.NDArray[np.intp], int]:
