@@ -72,8 +72,10 @@ def evaluate(
 
 
 def _python(code: str) -> list[str]:
-    # sys.argv[0] is "-c"; the CLI reads sys.argv[1:]. The tree comes from PYTHONPATH (_env).
-    return [sys.executable, "-c", code]
+    # sys.argv[0] is "-c"; the CLI reads sys.argv[1:]. The tree comes from PYTHONPATH (_env); -P keeps
+    # `python -c` from putting the working directory ahead of it: run from inside a checkout, both sides
+    # would otherwise import that checkout's quantcore and time the same code.
+    return [sys.executable, "-P", "-c", code]
 
 
 def _env(tree: Path) -> dict[str, str]:

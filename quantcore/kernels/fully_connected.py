@@ -14,8 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.kernels._int import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, Args, wrap32
-from quantcore.kernels.conv import exact_float
-from quantcore.kernels.requantize import Rounding, requantize
+from quantcore.kernels.conv import clamp_offset_s8, exact_float
+from quantcore.kernels.requantize import Rounding, requantize_int32
 
 Int8Array = npt.NDArray[np.int8]
 
@@ -58,9 +58,8 @@ def fully_connected_s8(
     acc = (lhs @ rhs_int.astype(dtype)).astype(np.int64)
     if bias is not None:
         acc += bias.astype(np.int64)
-    out = requantize(wrap32(acc), mult, shft, rounding)
-    out += out_off
-    return np.clip(out, lo, hi, out=out).astype(np.int8)
+    out = requantize_int32(wrap32(acc), mult, shft, rounding)
+    return clamp_offset_s8(out, out_off, (lo, hi))
 
 
 def _quant(

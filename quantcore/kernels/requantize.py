@@ -55,6 +55,38 @@ def requantize(acc: ArrayLike, multiplier: ArrayLike, shift: ArrayLike, rounding
     return _round_shift_right(high, right)
 
 
+def requantize_int32(acc: I64, multiplier: ArrayLike, shift: ArrayLike, rounding: Rounding) -> I64:
+    """`requantize` for accumulators already in int32's range (C's int32 accumulator), computed in
+    `acc` itself (the caller's scratch, which it may overwrite and return): the same values in fewer
+    passes, and no new array, when every multiplier is positive (always, for a real scale; otherwise, and
+    for single rounding, it is `requantize`).
+
+    With v = acc << left (wrapped), a = v * M + 2^30 and e the right shift, the double rounding is
+        high = floor(a / 2^31),  out = floor((high + c) / 2^e),  c = 2^(e-1) - [high < 0] (c = 0 if e = 0)
+    and since floor(a / 2^31) + n = floor((a + n 2^31) / 2^31) for an integer n,
+        out = (((v * M + 2^30 + 2^(e-1) 2^31) >> 31) - [high < 0]) >> e
+    high < 0 iff a < 0 iff v * M < -2^30 iff (M > 0) v < -(2^30 // M): a per-channel threshold on v, a
+    one-byte mask taken before v is overwritten (never true where e = 0, which has no rounding step). No
+    overflow in int64: |v| <= 2^31 and M < 2^31 give |v M| < 2^62, and 2^30 + 2^(e-1) 2^31 <= 2^30 + 2^61.
+    """
+    m = np.asarray(multiplier, dtype=np.int64)
+    shift = np.asarray(shift, dtype=np.int64)
+    if rounding is Rounding.SINGLE or not np.all(m > 0):
+        return requantize(acc, m, shift, rounding)
+    left = np.maximum(shift, 0)
+    right = np.maximum(-shift, 0)
+    value = wrap32(acc << left) if left.any() else acc
+    nudge = (np.int64(1) << right) >> 1
+    negative = value < np.where(right > 0, -((1 << 30) // m), np.iinfo(np.int64).min)
+    value *= m
+    value += (1 << 30) + (nudge << 31)
+    value >>= 31
+    np.subtract(value, negative, out=value, casting="unsafe")
+    if right.any():
+        value >>= right
+    return value
+
+
 def _round_shift_right(value: I64, exponent: I64) -> I64:
     """divide_by_power_of_two in two passes: add the rounding nudge, shift.
 

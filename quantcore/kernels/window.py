@@ -34,13 +34,31 @@ class Window:
 
     def pad(self, x: np.ndarray[Any, Any], output_hw: tuple[int, int], fill: int) -> np.ndarray[Any, Any]:
         """`x` (N, H, W, C) padded with `fill` so that every tap of every output pixel is in range."""
+        return self.pad_shifted(x, output_hw, fill, 0, x.dtype)
+
+    def pad_shifted(
+        self,
+        x: np.ndarray[Any, Any],
+        output_hw: tuple[int, int],
+        fill: int,
+        offset: int,
+        dtype: Any,
+    ) -> np.ndarray[Any, Any]:
+        """`x + offset` as `dtype`, padded with `fill` (see pad): one pass over x, written straight into
+        the padded array (np.pad, a converted copy and an add would be three)."""
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel, self.stride, self.padding, self.dilation
+        n, h, w, c = x.shape
         need_h = (output_hw[0] - 1) * sh + (kh - 1) * dh + 1
         need_w = (output_hw[1] - 1) * sw + (kw - 1) * dw + 1
-        after_h = max(0, need_h - ph - x.shape[1])
-        after_w = max(0, need_w - pw - x.shape[2])
-        widths = ((0, 0), (ph, after_h), (pw, after_w), (0, 0))
-        return np.pad(x, widths, constant_values=fill)
+        padded = np.full(
+            (n, ph + h + max(0, need_h - ph - h), pw + w + max(0, need_w - pw - w), c), fill, dtype
+        )
+        inside = padded[:, ph : ph + h, pw : pw + w]
+        if offset:
+            np.add(x, offset, out=inside, dtype=dtype, casting="unsafe")
+        else:
+            np.copyto(inside, x, casting="unsafe")
+        return padded
 
     def taps(
         self, padded: np.ndarray[Any, Any], output_hw: tuple[int, int]
@@ -54,8 +72,21 @@ class Window:
                 yield ky, kx, padded[:, y0 : y0 + (oh - 1) * sh + 1 : sh, x0 : x0 + (ow - 1) * sw + 1 : sw, :]
 
     def im2col(self, padded: np.ndarray[Any, Any], output_hw: tuple[int, int]) -> np.ndarray[Any, Any]:
-        """(N, oh, ow, kh*kw*C) patches in CMSIS-NN's im2col order (ky, kx, c), matching OHWI filters."""
-        return np.concatenate([view for _, _, view in self.taps(padded, output_hw)], axis=-1)
+        """(N, oh, ow, kh*kw*C) patches in CMSIS-NN's im2col order (ky, kx, c), matching OHWI filters.
+
+        One copy of a (N, oh, ow, kh, kw, C) strided view of `padded` (every tap's view at once), not a
+        concatenation of the kh*kw tap views: with few channels (a 1-channel image) each of those copies
+        moves C values per pixel and costs far more than the values themselves."""
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.stride, self.dilation
+        n, _, _, c = padded.shape
+        bn, bh, bw, bc = padded.strides
+        patches = np.lib.stride_tricks.as_strided(
+            padded,
+            shape=(n, output_hw[0], output_hw[1], kh, kw, c),
+            strides=(bn, bh * sh, bw * sw, bh * dh, bw * dw, bc),
+            writeable=False,
+        )
+        return patches.reshape(n, output_hw[0], output_hw[1], kh * kw * c)
 
 
 def _out(size: int, k: int, stride: int, pad: int, dilation: int) -> int:

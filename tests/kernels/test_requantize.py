@@ -10,6 +10,7 @@ from quantcore.kernels.requantize import (
     divide_by_power_of_two,
     reduce_multiplier,
     requantize,
+    requantize_int32,
     requantize_s64,
 )
 
@@ -84,3 +85,33 @@ def test_reduce_multiplier_to_q15() -> None:
 def test_requantize_s64_takes_a_64_bit_accumulator(acc: int, shift: int, expected: int) -> None:
     # Q15 0.5 times 2^shift, rounded once; the 2^40 accumulators would not survive an int32 product.
     assert int(requantize_s64(np.array([acc]), 1 << 14, shift)[0]) == expected
+
+
+@pytest.mark.parametrize("rounding", list(Rounding))
+def test_requantize_int32_equals_requantize_on_the_whole_int32_range(rounding: Rounding) -> None:
+    # The fused five-pass form (requantize_int32) against the reference formula, per channel: every shift
+    # from -31 to 30, multipliers from 1 to INT32_MAX (and one negative, which takes requantize's path),
+    # accumulators spread over int32 with its extremes and the values around each rounding threshold.
+    rng = np.random.default_rng(20)
+    shifts = np.arange(-31, 31)
+    mult = rng.integers(1, 2**31, shifts.size)
+    mult[:4] = [1, 2**31 - 1, 2**30, 2**30 + 1]
+    mult[20:40] = 2**30  # high = floor((v + 1) / 2): ties at every scale
+    acc = rng.integers(-(2**31), 2**31, (4000, shifts.size))
+    acc[:6] = np.array([-(2**31), 2**31 - 1, 0, -1, 1, -(2**30)])[:, None]
+    threshold = -((1 << 30) // mult)  # where v * M + 2^30 turns negative
+    acc[6:9] = threshold + np.array([-1, 0, 1])[:, None]
+    # Dense small values: every rounding tie of the small shifts, negative ones included.
+    acc = np.concatenate([acc, np.repeat(np.arange(-40000, 40000)[:, None], shifts.size, axis=1)])
+    for m in (mult, np.where(shifts == 3, -mult, mult)):
+        expected = requantize(acc, m, shifts, rounding)
+        np.testing.assert_array_equal(requantize_int32(acc.copy(), m, shifts, rounding), expected)
+
+
+def test_requantize_int32_per_tensor_scalars() -> None:
+    acc = np.arange(-70000, 70000, 7, dtype=np.int64)
+    for mult, shift in [(1 << 30, -3), ((1 << 31) - 1, 0), (1_234_567_890, 5), (987_654_321, -31)]:
+        np.testing.assert_array_equal(
+            requantize_int32(acc.copy(), np.int64(mult), np.int64(shift), Rounding.DOUBLE),
+            requantize(acc, mult, shift, Rounding.DOUBLE),
+        )

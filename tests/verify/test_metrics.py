@@ -277,3 +277,38 @@ def test_classification_without_labels_has_no_top1() -> None:
 def test_classification_with_nothing_accumulated() -> None:
     with pytest.raises(MetricsError, match="no samples"):
         _ = ClassificationAccumulator().agreement
+
+
+LAYOUTS = {
+    # evaluate's case: onnxruntime's NCHW float32 seen as NHWC, the int8 side dequantized in NHWC
+    "float32 transposed, q C-ordered": (np.float32, True, False),
+    "float64 transposed, q C-ordered": (np.float64, True, False),
+    "float64 C-ordered, q transposed": (np.float64, False, True),
+    "float32 transposed, q transposed": (np.float32, True, True),
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_sums_are_the_plain_float64_sums_to_the_last_bit(layout: str) -> None:
+    # evaluate's report must keep its last bits: each sum is the plain float64 expression, whatever the
+    # layouts (numpy adds in memory order, so a faster path laying a product out differently, or summing
+    # it in pieces, would round differently).
+    dtype, f_transposed, q_transposed = LAYOUTS[layout]
+    rng = np.random.default_rng(7)
+    # magnitudes spread over 12 decades: every addition rounds, so a sum in another order differs
+    nchw = rng.standard_normal((5, 6, 9, 11)) * 10.0 ** rng.uniform(-6, 6, (5, 6, 9, 11))
+    f_src = nchw.astype(dtype)
+    q_src = np.round(nchw * 8) / 8
+    f = f_src.transpose(0, 2, 3, 1) if f_transposed else np.ascontiguousarray(f_src.transpose(0, 2, 3, 1))
+    q = q_src.transpose(0, 2, 3, 1) if q_transposed else np.ascontiguousarray(q_src.transpose(0, 2, 3, 1))
+    f_before, q_before = f.copy(), q.copy()
+    acc = TensorAccumulator("conv")
+    acc.update(f, q)
+    f64, q64 = np.asarray(f, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    e = f64 - q64
+    assert (acc.sum_ff, acc.sum_qq) == (float(np.sum(f64 * f64)), float(np.sum(q64 * q64)))
+    assert (acc.sum_ee, acc.sum_fq) == (float(np.sum(e * e)), float(np.sum(f64 * q64)))
+    assert acc.max_abs_error == float(np.max(np.abs(e)))
+    assert acc.max_abs_reference == float(np.max(np.abs(f64)))
+    np.testing.assert_array_equal(f, f_before)  # the caller's arrays are left alone
+    np.testing.assert_array_equal(q, q_before)
