@@ -305,19 +305,17 @@ def make_case(args: argparse.Namespace, name: str, size: int, n_test: int, workd
     )
 
 
-def run_tools(args: argparse.Namespace, name: str, case: Case, say: bool = True) -> list[Row]:
+def run_tools(args: argparse.Namespace, name: str, case: Case) -> list[Row]:
     """Every tool on one case, in the order of the table."""
 
     def stage(tool: str) -> None:
-        if say:
-            print(f"  {name}: calibration {len(case.calib_x)}: {tool}", flush=True)
+        print(f"  {name}: calibration {len(case.calib_x)}: {tool}", flush=True)
 
     stage("fixpoint")
     rows = run_fixpoint(case)
     stage("onnxruntime")
     rows += run_ort(case)
-    why = peers.nncf_available()
-    if not args.no_nncf and why is None:
+    if not args.no_nncf and peers.nncf_available() is None:
         stage("nncf")
         rows += run_nncf(case)
     if not args.no_pt2e:
