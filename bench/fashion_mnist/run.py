@@ -160,8 +160,10 @@ def timed_process(command: list[str], repeat: int) -> tuple[float, str]:
 
 
 def fixpoint_cli(*arguments: str | Path) -> list[str]:
-    """The `fixpoint` command as this interpreter runs it (python -m quantcore.cli, what the script runs)."""
-    return [sys.executable, "-m", "quantcore.cli", *map(str, arguments)]
+    """The `fixpoint` command as this interpreter runs it (python -m quantcore.cli, what the script runs).
+    -P: the quantcore this interpreter imports (PYTHONPATH, the venv), not one in the current folder,
+    which -m would otherwise put first."""
+    return [sys.executable, "-P", "-m", "quantcore.cli", *map(str, arguments)]
 
 
 def fixpoint_in_process(case: Case, method: str) -> tuple[float, float]:
