@@ -1,16 +1,25 @@
 """The peer tools the benchmark compares Fixpoint with, run on the same calibration and test images.
 
     ONNX Runtime  quant_pre_process (shape inference + graph optimisation), then quantize_static: QDQ,
-                  per-channel QInt8 weights, QInt8 activations, MinMax / Entropy / Percentile with
-                  ONNX Runtime's default calibration options (Entropy: 128 bins; Percentile: 2048 bins,
-                  99.999%). The QDQ model is run by onnxruntime's CPU provider (its int8 kernels).
+                  QInt8 weights (per-channel or per-tensor), QInt8 activations, MinMax / Entropy /
+                  Percentile with ONNX Runtime's default calibration options (Entropy: 128 bins;
+                  Percentile: 2048 bins, 99.999%). The QDQ model is run by onnxruntime's CPU provider.
+    Intel NNCF    nncf.quantize on the ONNX model (its ONNX backend), after the same quant_pre_process
+                  (NNCF's ONNX backend does not fold BatchNorm: without it the weights it quantizes are
+                  not the ones an int8 Conv runs). Two configurations (NNCF_CONFIGS): NNCF's default,
+                  and the one matched to CMSIS-NN's scheme. The QDQ model is run like ONNX Runtime's.
     PyTorch PT2E  torch.export.export -> torchao's prepare_pt2e with the XNNPACK quantizer (per-channel
                   symmetric int8 weights, HistogramObserver int8 activations) -> calibrate ->
                   convert_pt2e; the converted module (quantize/dequantize around float ops) is run by
                   PyTorch. torchao 0.18 no longer ships XNNPACKQuantizer in its public API (it moved to
                   ExecuTorch); the copy in torchao.testing.pt2e is the one used, as torchao's tests do.
 Each quantize function returns the wall time of the whole quantization step (pre-processing, export,
-calibration and conversion included), measured with time.perf_counter.
+calibration and conversion included), measured with time.perf_counter in a process that has done it
+before (warm). The fresh-process figure runs this file as a script, which does one quantization:
+
+    python peers.py {ort,nncf} MODEL CALIB_NPZ WORKDIR --config CONFIG [--per-tensor]
+
+and is timed from outside by run.py (python start and imports included; PyTorch hidden, see main).
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import sys
 import tempfile
 import time
 import warnings
@@ -131,6 +141,91 @@ def qdq_activation_scales(path: Path) -> dict[str, float]:
     return scales
 
 
+# ---------------------------------------------------------------- Intel NNCF (ONNX backend)
+
+# "default": nncf.quantize with nothing but the calibration set (PERFORMANCE preset: symmetric activations;
+# mean-of-per-sample min/max ranges; fast bias correction; the first layer's weights on 7 bits, its
+# "overflow fix"; float logits). "cmsis": the configuration matched to CMSIS-NN's int8 scheme, its best
+# for a Cortex-M: MIXED preset (asymmetric activations, symmetric per-channel weights), global min/max
+# ranges, per-tensor activations, full 8-bit weights, int8 logits, no bias correction. "cmsis+fbc": the
+# same with NNCF's fast bias correction (Fixpoint corrects biases too, when it helps).
+NNCF_CONFIGS = ("default", "cmsis", "cmsis+fbc")
+
+
+def nncf_available() -> str | None:
+    """None when nncf can run here, else how to get it."""
+    try:
+        with _quiet():
+            import nncf  # noqa: F401
+    except ImportError:
+        return "nncf is not installed: pip install -e '.[bench]' (nncf 3.4.0) for the NNCF rows"
+    return None
+
+
+def nncf_quantize(model_path: Path, calib_x: np.ndarray, config: str, workdir: Path) -> tuple[Path, float]:
+    """(the QDQ model, seconds of quant_pre_process + nncf.quantize + save)."""
+    import nncf
+    import onnx
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    pre = workdir / f"{model_path.stem}.nncf-pre.onnx"
+    out = workdir / f"{model_path.stem}.nncf-{config}.qdq.onnx"
+    start = time.perf_counter()
+    with _quiet():
+        quant_pre_process(str(model_path), str(pre))
+        model = onnx.load(str(pre))
+        name = model.graph.input[0].name
+        # One sample per item, as NNCF's examples feed it (its mean-of-minima ranges are per item).
+        dataset = nncf.Dataset([calib_x[i : i + 1] for i in range(len(calib_x))], lambda b: {name: b})
+        if config == "default":
+            quantized = nncf.quantize(model, dataset, subset_size=len(calib_x))
+        else:
+            quantized = nncf.quantize(
+                _identity_outputs(model),
+                dataset,
+                subset_size=len(calib_x),
+                preset=nncf.QuantizationPreset.MIXED,
+                advanced_parameters=_nncf_cmsis_parameters(bias_correction=config == "cmsis+fbc"),
+            )
+        onnx.save(quantized, str(out))
+    return out, time.perf_counter() - start
+
+
+def _nncf_cmsis_parameters(bias_correction: bool) -> object:
+    from nncf.quantization.advanced_parameters import (
+        AdvancedQuantizationParameters,
+        OverflowFix,
+        QuantizationParameters,
+    )
+    from nncf.quantization.range_estimator import RangeEstimatorParametersSet
+
+    return AdvancedQuantizationParameters(
+        overflow_fix=OverflowFix.DISABLE,
+        quantize_outputs=True,
+        activations_quantization_params=QuantizationParameters(per_channel=False),
+        activations_range_estimator_params=RangeEstimatorParametersSet.MINMAX,
+        weights_range_estimator_params=RangeEstimatorParametersSet.MINMAX,
+        disable_bias_correction=not bias_correction,
+    )
+
+
+def _identity_outputs(model: object) -> object:
+    """The model with an Identity before each graph output. NNCF's ONNX backend puts an output quantizer
+    (quantize_outputs) on the edge into a consumer and fails on a graph output, which has none ("Can not
+    add the quantizer to the logits edge. This edge does not have end node.")."""
+    from onnx import helper
+
+    graph = model.graph  # type: ignore[attr-defined]
+    for output in graph.output:
+        inner = f"{output.name}_float"
+        for node in graph.node:
+            node.output[:] = [inner if name == output.name else name for name in node.output]
+        graph.node.append(
+            helper.make_node("Identity", [inner], [output.name], name=f"{output.name}_identity")
+        )
+    return model
+
+
 # ---------------------------------------------------------------- PyTorch PT2E (torchao)
 
 
@@ -191,3 +286,35 @@ def _quiet() -> Iterator[None]:
 
 def scratch_dir() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix="fixpoint-bench-")
+
+
+# ---------------------------------------------------------------- one quantization per process
+
+
+def main(argv: list[str] | None = None) -> int:
+    """One quantization, for run.py's fresh-process timing (see the module docstring)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="one peer quantization (timed by run.py)")
+    parser.add_argument("tool", choices=("ort", "nncf"))
+    parser.add_argument("model", type=Path)
+    parser.add_argument("calib", type=Path, help=".npz with the calibration images as x")
+    parser.add_argument("workdir", type=Path)
+    parser.add_argument("--config", required=True, help="an ORT method or an NNCF configuration")
+    parser.add_argument("--per-tensor", action="store_true", help="ORT: per-tensor weights")
+    args = parser.parse_args(argv)
+    # Timed as in an environment without PyTorch, which neither peer needs for an ONNX model: installed
+    # (this venv has it for Fixpoint's PyTorch importer), onnxruntime.tools (quant_pre_process) and nncf
+    # import it at start-up, 3-6 s of a 2-core machine. A None entry makes find_spec and import say no.
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    with np.load(args.calib) as npz:
+        calib_x = npz["x"]
+    if args.tool == "ort":
+        ort_quantize(args.model, calib_x, args.config, args.workdir, per_channel=not args.per_tensor)
+    else:
+        nncf_quantize(args.model, calib_x, args.config, args.workdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
