@@ -67,19 +67,25 @@ class HostRun:
 
 def build_runner(checkout: CmsisNn, rounding: Rounding = Rounding.DOUBLE) -> Path:
     """The runner executable for `checkout` and `rounding`, compiled (once) beside its libcmsis-nn.a."""
+    return build_c_program(checkout, rounding, RUNNER_SOURCE)
+
+
+def build_c_program(checkout: CmsisNn, rounding: Rounding, source: Path) -> Path:
+    """`source` (a runner in this repository) compiled once per content, checkout and rounding, linked
+    with that checkout's host libcmsis-nn.a and kept beside it."""
     library = build_host_library(checkout, rounding)
-    if not RUNNER_SOURCE.is_file():
-        raise CmsisNnBuildError(f"{RUNNER_SOURCE} is missing: the host runner is built from the repository")
+    if not source.is_file():
+        raise CmsisNnBuildError(f"{source} is missing: the host runner is built from the repository")
     if shutil.which("gcc") is None:
         raise CmsisNnBuildError("gcc is not installed; install gcc and retry")
-    digest = hashlib.sha256(RUNNER_SOURCE.read_bytes()).hexdigest()[:12]
-    exe = library.parent / f"cmsisnn_runner-{digest}"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    exe = library.parent / f"{source.stem}-{digest}"
     if exe.is_file():
         return exe
     tmp = exe.with_name(f".{exe.name}.{os.getpid()}")
     define = [f"-D{rounding.define}"] if rounding.define else []
     command = ["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", *define, f"-I{checkout.include_dir}"]
-    run_checked([*command, str(RUNNER_SOURCE), str(library), "-lm", "-o", str(tmp)], "compiling the runner")
+    run_checked([*command, str(source), str(library), "-lm", "-o", str(tmp)], "compiling the runner")
     tmp.replace(exe)
     return exe
 

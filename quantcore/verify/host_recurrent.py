@@ -9,9 +9,6 @@ hands the same objects to both sides.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
 import struct
 import tempfile
 from dataclasses import dataclass
@@ -20,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from quantcore.cmsis_nn import CmsisNn, CmsisNnBuildError, build_host_library, run_checked
+from quantcore.cmsis_nn import CmsisNn
 from quantcore.kernels.lstm import Activation, LstmParams, LstmResult
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import SvdfParams
 from quantcore.targets import process
-from quantcore.verify.host_cmsis_nn import HostRunError
+from quantcore.verify.host_cmsis_nn import HostRunError, build_c_program
 
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "cmsisnn_recurrent_runner.c"
 RUN_TIMEOUT_S = 600.0
@@ -43,21 +40,7 @@ class SvdfRun:
 
 def build_recurrent_runner(checkout: CmsisNn, rounding: Rounding = Rounding.DOUBLE) -> Path:
     """The runner executable for `checkout` and `rounding`, compiled (once) beside its libcmsis-nn.a."""
-    library = build_host_library(checkout, rounding)
-    if not RUNNER_SOURCE.is_file():
-        raise CmsisNnBuildError(f"{RUNNER_SOURCE} is missing: the runner is built from the repository")
-    if shutil.which("gcc") is None:
-        raise CmsisNnBuildError("gcc is not installed; install gcc and retry")
-    digest = hashlib.sha256(RUNNER_SOURCE.read_bytes()).hexdigest()[:12]
-    exe = library.parent / f"cmsisnn_recurrent_runner-{digest}"
-    if exe.is_file():
-        return exe
-    tmp = exe.with_name(f".{exe.name}.{os.getpid()}")
-    define = [f"-D{rounding.define}"] if rounding.define else []
-    command = ["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", *define, f"-I{checkout.include_dir}"]
-    run_checked([*command, str(RUNNER_SOURCE), str(library), "-lm", "-o", str(tmp)], "compiling the runner")
-    tmp.replace(exe)
-    return exe
+    return build_c_program(checkout, rounding, RUNNER_SOURCE)
 
 
 # ---------------------------------------------------------------------------------------- serialise
