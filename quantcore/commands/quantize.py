@@ -234,30 +234,25 @@ def _output_line(entry: dict[str, Any]) -> str:
 
 def _pools_line(entry: dict[str, Any]) -> str:
     """What became of the average pools the rule looked at ("" when it looked at none)."""
-    from quantcore import display
-
-    layers = entry["layers"]
-    if not layers:
-        return ""
-    parts = []
-    for name, record in layers.items():
-        how = "as depthwise_conv2d" if record["substituted"] else "kept"
-        parts.append(f"{display.quoted(name)} {how} ({display.shown(record['why'])})")
-    return f"avg_pool: {'; '.join(parts)}"
+    return _choices_line("avg_pool", entry["layers"], "substituted", ("as depthwise_conv2d", "kept"))
 
 
 def _channels_line(entry: dict[str, Any]) -> str:
     """Which depthwise inputs got per-channel scales, and why ("" when no tensor was a candidate)."""
+    return _choices_line("depthwise inputs", entry["tensors"], "per_channel", ("per channel", "per tensor"))
+
+
+def _choices_line(title: str, records: dict[str, Any], flag: str, hows: tuple[str, str]) -> str:
+    """'title: 'name' how (why); ...' for a transform's per-name records, each chosen by `flag`."""
     from quantcore import display
 
-    tensors = entry["tensors"]
-    if not tensors:
+    if not records:
         return ""
-    parts = []
-    for name, record in tensors.items():
-        how = "per channel" if record["per_channel"] else "per tensor"
-        parts.append(f"{display.quoted(name)} {how} ({display.shown(record['why'])})")
-    return f"depthwise inputs: {'; '.join(parts)}"
+    parts = [
+        f"{display.quoted(name)} {hows[0] if record[flag] else hows[1]} ({display.shown(record['why'])})"
+        for name, record in records.items()
+    ]
+    return f"{title}: {'; '.join(parts)}"
 
 
 def _imported(args: argparse.Namespace, model: Any, started: float) -> int:
