@@ -35,15 +35,9 @@ _ACTIVATIONS: Mapping[int, tuple[Activation, tuple[float, float] | None]] = {
 }
 _ACTIVATION_NAMES = {4: "TANH", 5: "SIGN_BIT"}
 _FIX = "re-convert the model with supported operators in their place (SUPPORTED_OPS.md)"
-_NOT_YET = (
-    "no re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has the"
-    " kernels; a later version of Fixpoint)"
-)
 _REFUSED: Mapping[str, tuple[str, str]] = {
     "LOGISTIC": ("CMSIS-NN has no int8 kernel for it (arm_nn_activation_s16 takes int16 only)", _FIX),
     "TANH": ("CMSIS-NN has no int8 kernel for it (arm_nn_activation_s16 takes int16 only)", _FIX),
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("Fixpoint does not translate LSTM layers yet", _NOT_YET),
-    "SVDF": ("Fixpoint does not translate SVDF layers yet", _NOT_YET),
     "CUSTOM:ethos-u": (
         "the model was compiled by Vela for an Ethos-U NPU (the network is inside this one operator)",
         "import the .tflite that was given to Vela, before its compilation",
@@ -185,6 +179,8 @@ _NEEDS: Mapping[str, tuple[tuple[int | None, ...], int | None]] = {
     "TRANSPOSE": ((None, 1), None),
     "QUANTIZE": ((None,), None),
     "DEQUANTIZE": ((None,), None),
+    "SVDF": ((2, 2, 2), 2),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ((3, 2, 2, 2, 2, 2, 2, 2, 2), 3),
 }
 
 
@@ -251,15 +247,25 @@ def _why_not(op: TflOperator) -> tuple[str, str] | None:
         return "a custom operator has no CMSIS-NN kernel", _FIX
     if op.op not in HANDLERS:
         return "no CMSIS-NN kernel in Fixpoint's support table runs it", _FIX
+    recurrent = _tflite_recurrent().refusal(op)
+    if recurrent is not None:
+        return recurrent, _FIX
     activation = op.options.get("FusedActivationFunction", 0)
-    if activation not in _ACTIVATIONS:
+    if activation not in _ACTIVATIONS and op.op not in _RECURRENT:
         what = _ACTIVATION_NAMES.get(activation, str(activation))
         return f"its fused activation {what} has no CMSIS-NN int8 form (only RELU, RELU6, RELU_N1_TO_1)", _FIX
     return None
 
 
 def _is_quantized(model: TflModel) -> bool:
-    types = {model.tensors[i].dtype for op in model.operators for i in (*op.inputs, *op.outputs) if i >= 0}
+    # A recurrent layer's state (and SVDF's time weights) may be int16 in an int8 model.
+    states = {i for op in model.operators for i in _tflite_recurrent().state_inputs(op)}
+    types = {
+        model.tensors[i].dtype
+        for op in model.operators
+        for i in (*op.inputs, *op.outputs)
+        if i >= 0 and i not in states
+    }
     types -= {"INT32"}  # biases, shapes, axes
     if "INT16" in types:
         raise ModelError(
@@ -815,6 +821,23 @@ def _quantize_edge(state: _State, op: TflOperator) -> None:
 
 
 Handler = Callable[[_State, TflOperator], None]
+
+
+def _tflite_recurrent() -> Any:
+    """The recurrent operators' module (it imports this one's helpers, so it is imported when used)."""
+    from quantcore.importers import _tflite_recurrent
+
+    return _tflite_recurrent
+
+
+def _recurrent(name: str) -> Handler:
+    def handler(state: _State, op: TflOperator) -> None:
+        getattr(_tflite_recurrent(), name)(state, op)
+
+    return handler
+
+
+_RECURRENT = ("SVDF", "UNIDIRECTIONAL_SEQUENCE_LSTM")
 HANDLERS: Mapping[str, Handler] = {
     "CONV_2D": conv,
     "DEPTHWISE_CONV_2D": depthwise,
@@ -832,5 +855,7 @@ HANDLERS: Mapping[str, Handler] = {
     "TRANSPOSE": transpose,
     "QUANTIZE": _quantize_edge,
     "DEQUANTIZE": _quantize_edge,
+    "SVDF": _recurrent("svdf"),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": _recurrent("lstm"),
 }
 __all__ = ["HANDLERS", "translate"]

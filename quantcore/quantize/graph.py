@@ -393,6 +393,12 @@ def _transpose(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, lis
     return node.with_attrs(kernel="arm_transpose_s8", params={"perm": list(node.attr("perm"))}), []
 
 
+def _recurrent(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    from quantcore.quantize import recurrent
+
+    return recurrent.quantize(graph, node)
+
+
 _QUANTIZERS: dict[Op, Quantizer] = {
     Op.CONV2D: _conv_like,
     Op.DEPTHWISE_CONV2D: _conv_like,
@@ -406,4 +412,6 @@ _QUANTIZERS: dict[Op, Quantizer] = {
     Op.CONCAT: _concat,
     Op.PAD: _pad,
     Op.TRANSPOSE: _transpose,
+    Op.SVDF: _recurrent,
+    Op.LSTM: _recurrent,
 }

@@ -28,6 +28,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.s16 import convolve_s16, depthwise_conv_s16, fully_connected_s16
 from quantcore.kernels.softmax import softmax_s8
 from quantcore.quantize.scheme import dequantize, quantize_activation
+from quantcore.runtime import recurrent_exec
 
 Array = np.ndarray
 Env = dict[str, Array]
@@ -235,6 +236,9 @@ _KERNELS: dict[str, Callable[..., Array]] = {
     "arm_elementwise_add_s16": _elementwise(elementwise_add_s16),
     "arm_elementwise_mul_s16": _elementwise(elementwise_mul_s16),
     "fixpoint_requantize": _requantize,
+    "arm_svdf_s8": recurrent_exec.svdf,
+    "arm_svdf_state_s16_s8": recurrent_exec.svdf,
+    "arm_lstm_unidirectional_s8": recurrent_exec.lstm,
 }
 
 
