@@ -5,8 +5,9 @@ persistent state buffers). The executor runs a batch of N samples as N inference
 reset state, each one's state carried into the next - what TFLM's interpreter computes for N invokes
 after a reset, and what the firmware computes for N calls after start-up.
 
-Reset state: zeros; TFLM resets an int8 variable to its zero point, and the kernels read their state
-offset by it (an int8 SVDF state holds values minus its zero point), so zeros are that reset state.
+Reset state: TFLM resets an int8 variable tensor to its zero point and any other to zeros. An SVDF state
+has zero point 0 (the importer refuses another: arm_svdf_s8 has no state offset), so zeros; an LSTM's
+int8 hidden state starts at its zero point, its int16 cell state at 0.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def _run_tflm(data: bytes, path: str, recorded: str | None, x: np.ndarray, q: np
                     if index == model.outputs[k]
                     else interpreter.GetTensor(index, 0)["tensor_data"]
                 )
-                outputs[k].append(np.asarray(value, np.int8).reshape(-1))
+                outputs[k].append(np.asarray(value, _INTEGER[model.tensors[index].dtype]).reshape(-1))
     except (RuntimeError, ValueError) as exc:
         raise ModelError(path, f"TFLM's interpreter could not run it: {exc}") from exc
     return [np.stack(rows) for rows in outputs]
@@ -135,7 +135,12 @@ def _tflm_input(model: TflModel, x: np.ndarray, q: np.ndarray) -> np.ndarray:
             int(tensor.quant.zero_point.reshape(-1)[0]),
         )
         return quantize_activation(x, scale, zero_point, 0, 255).astype(np.uint8)
-    return np.ascontiguousarray(q, np.int8).reshape((len(x), *tensor.shape[1:]))
+    return np.ascontiguousarray(q, _INTEGER[tensor.dtype]).reshape((len(x), *tensor.shape[1:]))
+
+
+_INTEGER: dict[str, type[np.signedinteger[Any]]] = {"INT8": np.int8, "INT16": np.int16}
+"""The integer tensors compared: int8, and the int16 edges of an int8 model (an int16 input requantized,
+an int16 softmax output)."""
 
 
 def _inner_outputs(model: TflModel) -> list[int]:
@@ -144,6 +149,10 @@ def _inner_outputs(model: TflModel) -> list[int]:
     inner = []
     for index in model.outputs:
         op: Any = producers.get(index)
-        edge = model.tensors[index].dtype != "INT8" and op is not None and op.op in ("DEQUANTIZE", "QUANTIZE")
+        edge = (
+            model.tensors[index].dtype not in _INTEGER
+            and op is not None
+            and op.op in ("DEQUANTIZE", "QUANTIZE")
+        )
         inner.append(op.inputs[0] if edge else index)
     return inner
