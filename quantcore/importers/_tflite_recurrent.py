@@ -111,8 +111,9 @@ def svdf(state: _State, op: TflOperator) -> None:
             op,
             f"its int8 activation state has zero point {variable['zero_point']}: TFLM's SVDF stores zero"
             " point + value in the int8 state (wrapping when that leaves int8) and subtracts the zero point"
-            " again, which arm_svdf_s8 - it has no state offset - cannot reproduce bit for bit; convert with int16"
-            " state (TFLM's keyword_scrambled.tflite form, arm_svdf_state_s16_s8) or a state zero point of 0",
+            " again, which arm_svdf_s8 - it has no state offset - cannot reproduce bit for bit; convert with"
+            " int16 state (TFLM's keyword_scrambled.tflite form, arm_svdf_state_s16_s8) or a state zero"
+            " point of 0",
         )
     if state.tensors[y].shape != (batch, units):
         raise state.error(
