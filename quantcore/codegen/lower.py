@@ -168,6 +168,12 @@ def _layer(ctx: _Lowering, index: int, node: Node) -> P.Layer:
     room = IDENTIFIER_MAX - len(ctx.prefix) - 1 - len(lead) - _LONGEST_SUFFIX
     symbol = lead + c_identifier(node.name, min(NAME_PART, room))
     lowerer = _MOVES.get(node.op) or _KERNELS.get(str(node.attr("kernel")))
+    if lowerer is None and node.op.stateful:
+        raise CodegenError(
+            f"layer {node.name!r} ({node.op.json_name}): Fixpoint does not generate C for"
+            f" {node.attr('kernel')} yet (its state must persist between inferences, outside the arena);"
+            " fixpoint evaluate runs and checks the model against TFLM, generation is a later version"
+        )
     if lowerer is None:
         raise CodegenError(
             f"layer {node.name!r} ({node.op.json_name}): no C lowering for kernel {node.attr('kernel')!r}"

@@ -8,6 +8,7 @@ state carried into the next.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -15,12 +16,20 @@ import numpy as np
 from quantcore.ir import Graph, GraphError, Node
 
 Array = np.ndarray
-_FUSED = {0: lambda v: v, 1: lambda v: np.maximum(v, 0.0), 3: lambda v: np.clip(v, 0.0, 6.0)}
+_FUSED: dict[int, Callable[[Array], Array]] = {
+    0: lambda v: v,
+    1: lambda v: np.maximum(v, 0.0),
+    3: lambda v: np.clip(v, 0.0, 6.0),
+}
 """TFLite's fused activations a float SVDF applies (NONE, RELU, RELU6; RELU_N1_TO_1 below)."""
 
 
 def _sigmoid(v: Array) -> Array:
-    return 1.0 / (1.0 + np.exp(-v))
+    return np.asarray(1.0 / (1.0 + np.exp(-v)))
+
+
+def _relu_n1_to_1(v: Array) -> Array:
+    return np.asarray(np.clip(v, -1.0, 1.0))
 
 
 def _samples(node: Node, x: Array, batch: int) -> int:
@@ -38,7 +47,7 @@ def svdf(node: Node, args: list[Any], graph: Graph) -> Array:
     batch = int(node.attr("state")["shape"][0])
     units = filters // rank
     fused = int(node.attr("fused", 0))
-    activation = _FUSED.get(fused, lambda v: np.clip(v, -1.0, 1.0))
+    activation = _FUSED.get(fused, _relu_n1_to_1)
     state = np.zeros((batch, filters, memory))
     outputs = []
     for i in range(_samples(node, x, batch)):

@@ -101,7 +101,7 @@ def _run_tflm(data: bytes, path: str, recorded: str | None, x: np.ndarray, q: np
     model = read_model(data, path)  # hashes the bytes once
     if recorded and model.sha256 != recorded:
         raise ModelError(path, "changed while it was being evaluated; run fixpoint evaluate again")
-    inner = _inner_outputs(model)
+    inner = inner_outputs(model)
     config, arena = runtime.InterpreterConfig.kAllocationRecording, None  # None: the package's own size
     if inner != list(model.outputs):  # an edge conversion: the int8 tensor behind it is read after invoke
         config, arena = runtime.InterpreterConfig.kPreserveAllTensors, len(data) * 10 + PRESERVE_ARENA_EXTRA
@@ -143,7 +143,7 @@ _INTEGER: dict[str, type[np.signedinteger[Any]]] = {"INT8": np.int8, "INT16": np
 an int16 softmax output)."""
 
 
-def _inner_outputs(model: TflModel) -> list[int]:
+def inner_outputs(model: TflModel) -> list[int]:
     """Each model output's int8 tensor: itself, or the input of the DEQUANTIZE/QUANTIZE writing it."""
     producers = {op.outputs[0]: op for op in model.operators if op.outputs}
     inner = []
