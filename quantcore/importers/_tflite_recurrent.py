@@ -99,12 +99,13 @@ def svdf(state: _State, op: TflOperator) -> None:
     batch = state.tensors[x].shape[0]
     steps = state.tensors[memory].shape[1]
     variable = _state(state, op, _SVDF_STATE, (batch, filters * steps), "activation state")
-    if variable["dtype"] != state.tensors[memory].quant.dtype.label:  # type: ignore[union-attr]
+    time_quant = state.tensors[memory].quant
+    assert time_quant is not None  # _constant gave it one
+    if variable["dtype"] != time_quant.dtype.label:
         raise state.error(
             op,
-            f"its time weights are {state.tensors[memory].quant.dtype.label} and its state"  # type: ignore[union-attr]
-            f" {variable['dtype']}; TFLM and CMSIS-NN take both int8 (arm_svdf_s8) or both int16"
-            " (arm_svdf_state_s16_s8)",
+            f"its time weights are {time_quant.dtype.label} and its state {variable['dtype']}; TFLM and"
+            " CMSIS-NN take both int8 (arm_svdf_s8) or both int16 (arm_svdf_state_s16_s8)",
         )
     if variable["dtype"] == DType.INT8.label and variable["zero_point"] != 0:
         raise state.error(
