@@ -291,6 +291,55 @@ class AliasCall:
     kernel: None = None
 
 
+@dataclass(frozen=True)
+class LstmGateCall:
+    """cmsis_nn_lstm_gate: the gate's two products (weights, effective biases, multipliers) and activation."""
+
+    input_multiplier: int
+    input_shift: int
+    input_weights: str
+    input_effective_bias: str
+    hidden_multiplier: int
+    hidden_shift: int
+    hidden_weights: str
+    hidden_effective_bias: str
+    activation: str
+    """ARM_SIGMOID or ARM_TANH."""
+
+
+@dataclass(frozen=True)
+class LstmCall:
+    """arm_lstm_unidirectional_s8, stateful: its hidden and cell state live in the layer's own static
+    buffers outside the arena, persist from one invoke to the next (streaming) and are reset by init."""
+
+    kind: ClassVar[str] = "lstm"
+    kernel: str
+    time_major: bool
+    batch_size: int
+    time_steps: int
+    input_size: int
+    hidden_size: int
+    input_offset: int
+    forget_to_cell_multiplier: int
+    forget_to_cell_shift: int
+    input_to_cell_multiplier: int
+    input_to_cell_shift: int
+    cell_clip: int
+    cell_scale_power: int
+    output_multiplier: int
+    output_shift: int
+    output_offset: int
+    forget_gate: LstmGateCall
+    input_gate: LstmGateCall
+    cell_gate: LstmGateCall
+    output_gate: LstmGateCall
+
+    @property
+    def state_bytes(self) -> int:
+        """The persistent state (int8 hidden, int16 cell) and the two int16 work buffers."""
+        return self.batch_size * self.hidden_size * (1 + 2 + 2 + 2)
+
+
 Call = (
     ConvCall
     | FullyConnectedCall
@@ -303,6 +352,7 @@ Call = (
     | PadCall
     | ConcatCall
     | AliasCall
+    | LstmCall
 )
 
 
