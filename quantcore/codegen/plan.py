@@ -446,6 +446,11 @@ class Plan:
         return self.prefix.upper()
 
     @property
+    def state_bytes(self) -> int:
+        """RAM the recurrent layers keep for themselves outside the arena (state and work buffers)."""
+        return sum(layer.call.state_bytes for layer in self.layers if isinstance(layer.call, LstmCall))
+
+    @property
     def weight_bytes(self) -> int:
         return sum(c.padded_length * _ITEMSIZE[c.ctype] for c in self.constants)
 

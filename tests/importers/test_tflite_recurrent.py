@@ -231,3 +231,18 @@ def test_generation_names_the_svdf_layer_it_does_not_generate_yet(tmp_path: Path
         "layer 'tensor_5' (svdf): Fixpoint does not generate C for arm_svdf_state_s16_s8 yet"
     )
     assert not (tmp_path / "model").exists()
+
+
+def test_the_lstm_state_is_declared_outside_the_arena_and_counted(tmp_path: Path) -> None:
+    """mnist_lstm (batch 1, 20 units): int8 hidden + int16 cell state + two int16 work buffers = 140 B of
+    the layer's own static buffers, which model.h declares and the memory audit reads."""
+    from quantcore.codegen.generate import generate
+    from quantcore.targets.build import read_header
+
+    qgraph = pipeline.quantize_imported(pipeline.load_model(tflm.model("trained_lstm_int8"))).qgraph
+    generate(qgraph, tmp_path / "model", force=True)
+    header = read_header(tmp_path / "model")
+    assert header.state_bytes == 20 * (1 + 2 + 2 + 2)
+    source = (tmp_path / "model" / "model.c").read_text()
+    assert "static int8_t l0_tfl_unidirectional_sequence_lstm_hidden_state[20];" in source
+    assert "static int16_t l0_tfl_unidirectional_sequence_lstm_cell_state[20];" in source
