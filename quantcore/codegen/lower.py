@@ -168,11 +168,10 @@ def _layer(ctx: _Lowering, index: int, node: Node) -> P.Layer:
     room = IDENTIFIER_MAX - len(ctx.prefix) - 1 - len(lead) - _LONGEST_SUFFIX
     symbol = lead + c_identifier(node.name, min(NAME_PART, room))
     lowerer = _MOVES.get(node.op) or _KERNELS.get(str(node.attr("kernel")))
-    if lowerer is None and node.op.stateful:  # SVDF
+    if lowerer is None and node.op.stateful:  # arm_svdf_s8 (int8 state): no TFLM model to verify it on
         raise CodegenError(
             f"layer {node.name!r} ({node.op.json_name}): Fixpoint does not generate C for"
-            f" {node.attr('kernel')} yet (its state must persist between inferences, outside the arena);"
-            " fixpoint evaluate runs and checks the model against TFLM, generation is a later version"
+            f" {node.attr('kernel')} yet; fixpoint evaluate runs and checks the model against TFLM"
         )
     if lowerer is None:
         raise CodegenError(
@@ -320,15 +319,6 @@ def _mul(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.MulCal
     return P.MulCall(str(node.attr("kernel")), **values, clamp=_clamp(p), block_size=_block_size(ctx, node))
 
 
-def _not_generated(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.SoftmaxCall:
-    """arm_softmax_s8_s16 runs an int8 .tflite's int16 softmax output in the reference executor; the
-    code generator does not write its call yet (the template calls arm_softmax_s8)."""
-    raise CodegenError(
-        f"layer {node.name!r} (softmax): Fixpoint does not generate C for arm_softmax_s8_s16 (an int16"
-        " softmax output) yet; fixpoint evaluate runs and checks the model against TFLM"
-    )
-
-
 def _softmax(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.SoftmaxCall:
     shape = ctx.shape(node.outputs[0])
     axis = node.attr("axis", len(shape) - 1)
@@ -336,7 +326,7 @@ def _softmax(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.So
         raise CodegenError(f"layer {node.name!r}: arm_softmax_s8 runs over the last axis, not axis {axis}")
     rows = int(np.prod(shape[:-1], dtype=np.int64))
     return P.SoftmaxCall(
-        "arm_softmax_s8", rows, int(shape[-1]), int(p["mult"]), int(p["shift"]), int(p["diff_min"])
+        str(node.attr("kernel")), rows, int(shape[-1]), int(p["mult"]), int(p["shift"]), int(p["diff_min"])
     )
 
 
@@ -438,6 +428,38 @@ _MOVES: dict[Op, Lowerer] = {
 }
 
 
+def _svdf(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.SvdfCall:
+    wf, wt = ctx.graph.constant(node.inputs[1]), ctx.graph.constant(node.inputs[2])
+    filters, depth = (int(d) for d in wf.shape)
+    memory, rank = int(wt.shape[1]), int(p["rank"])
+    units = filters // rank
+    bias = ctx.graph.constant(node.inputs[3]) if node.inputs[3] else np.zeros(units, np.int32)
+    return P.SvdfCall(
+        kernel="arm_svdf_state_s16_s8",
+        batch=int(ctx.shape(node.inputs[0])[0]),
+        input_size=depth,
+        filters=filters,
+        memory=memory,
+        units=units,
+        rank=rank,
+        input_offset=int(p["input_offset"]),
+        output_offset=int(p["output_offset"]),
+        input_multiplier=int(p["input_multiplier"]),
+        input_shift=int(p["input_shift"]),
+        output_multiplier=int(p["output_multiplier"]),
+        output_shift=int(p["output_shift"]),
+        input_clamp=P.Clamp(*(int(v) for v in p["input_activation"])),
+        output_clamp=P.Clamp(*(int(v) for v in p["output_activation"])),
+        weights_feature=ctx.constant(
+            f"{symbol}_weights_feature", "int8_t", wf, node.name, f"feature weights {tuple(wf.shape)} int8"
+        ),
+        weights_time=ctx.constant(
+            f"{symbol}_weights_time", "int16_t", wt, node.name, f"time weights {tuple(wt.shape)} int16"
+        ),
+        bias=ctx.constant(f"{symbol}_bias", "int32_t", bias, node.name, f"bias ({units},) int32"),
+    )
+
+
 def _lstm(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.LstmCall:
     """The effective biases are constants: the weights' row sums times the input offset (plus the gate
     bias) and times the negated hidden zero point, as CMSIS-NN's TFLM glue computes them at prepare."""
@@ -505,7 +527,8 @@ _KERNELS: dict[str, Lowerer] = {
     "arm_elementwise_mul_s8": _mul,
     "arm_elementwise_mul_s16": _mul,
     "arm_softmax_s8": _softmax,
-    "arm_softmax_s8_s16": _not_generated,
+    "arm_softmax_s8_s16": _softmax,
     "fixpoint_requantize": _requantize,
     "arm_lstm_unidirectional_s8": _lstm,
+    "arm_svdf_state_s16_s8": _svdf,
 }

@@ -340,6 +340,37 @@ class LstmCall:
         return self.batch_size * self.hidden_size * (1 + 2 + 2 + 2)
 
 
+@dataclass(frozen=True)
+class SvdfCall:
+    """arm_svdf_state_s16_s8, stateful: its int16 state and two int32 work buffers are the layer's own
+    static buffers outside the arena; the state persists from one invoke to the next, reset by init."""
+
+    kind: ClassVar[str] = "svdf"
+    kernel: str
+    batch: int
+    input_size: int
+    filters: int
+    memory: int
+    units: int
+    rank: int
+    input_offset: int
+    output_offset: int
+    input_multiplier: int
+    input_shift: int
+    output_multiplier: int
+    output_shift: int
+    input_clamp: Clamp
+    output_clamp: Clamp
+    weights_feature: str
+    weights_time: str
+    bias: str
+
+    @property
+    def state_bytes(self) -> int:
+        """The int16 state, and the int32 work buffers of the filters' and the units' sums."""
+        return self.batch * (self.filters * self.memory * 2 + self.filters * 4 + self.units * 4)
+
+
 Call = (
     ConvCall
     | FullyConnectedCall
@@ -353,6 +384,7 @@ Call = (
     | ConcatCall
     | AliasCall
     | LstmCall
+    | SvdfCall
 )
 
 
@@ -448,7 +480,9 @@ class Plan:
     @property
     def state_bytes(self) -> int:
         """RAM the recurrent layers keep for themselves outside the arena (state and work buffers)."""
-        return sum(layer.call.state_bytes for layer in self.layers if isinstance(layer.call, LstmCall))
+        return sum(
+            layer.call.state_bytes for layer in self.layers if isinstance(layer.call, LstmCall | SvdfCall)
+        )
 
     @property
     def weight_bytes(self) -> int:

@@ -34,22 +34,6 @@ def _vector(table: object, slot: int) -> int:
     return int(tab.Vector(tab.Offset(slot)))
 
 
-def _svdf_biases_divided(raw: bytes) -> bytes:
-    """keyword_scrambled with every SVDF bias (int32) divided by BIAS_DIVISOR, in place."""
-    data = bytearray(raw)
-    model = tflite.Model.GetRootAsModel(raw, 0)
-    graph = model.Subgraphs(0)
-    for i in range(graph.OperatorsLength()):
-        op = graph.Operators(i)
-        if model.OperatorCodes(op.OpcodeIndex()).BuiltinCode() != tflite.BuiltinOperator.SVDF:
-            continue
-        buffer = model.Buffers(graph.Tensors(int(op.Inputs(3))).Buffer())
-        start, size = _vector(buffer, 4), buffer.DataLength()
-        bias = np.frombuffer(raw[start : start + size], np.int32)
-        data[start : start + size] = (bias // BIAS_DIVISOR).astype(np.int32).tobytes()
-    return bytes(data)
-
-
 def _with_lstm_input(raw: bytes, position: int, tensor: int) -> bytes:
     """trained_lstm_int8 with input `position` of its LSTM (operator 0) set to `tensor` (-1: absent)."""
     data = bytearray(raw)
@@ -61,7 +45,7 @@ def _with_lstm_input(raw: bytes, position: int, tensor: int) -> bytes:
 @pytest.fixture(scope="module")
 def unsaturated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("svdf") / "keyword_scrambled_bias.tflite"
-    path.write_bytes(_svdf_biases_divided(tflm.model("keyword_scrambled").read_bytes()))
+    path.write_bytes(tflm.svdf_biases_divided(tflm.model("keyword_scrambled").read_bytes(), BIAS_DIVISOR))
     return path
 
 
@@ -218,19 +202,6 @@ def test_what_cmsis_nns_lstm_lacks_is_refused_naming_the_operator(case: str, tmp
     assert str(error.value) == f"{path}: 1 operator is not supported: {why}; re-convert the model with" + (
         " supported operators in their place (SUPPORTED_OPS.md)"
     )
-
-
-def test_generation_names_the_svdf_layer_it_does_not_generate_yet(tmp_path: Path) -> None:
-    from quantcore.codegen.errors import CodegenError
-    from quantcore.codegen.generate import generate
-
-    qgraph = pipeline.quantize_imported(pipeline.load_model(tflm.model("keyword_scrambled"))).qgraph
-    with pytest.raises(CodegenError) as error:
-        generate(qgraph, tmp_path / "model", force=True)
-    assert str(error.value).startswith(
-        "layer 'tensor_5' (svdf): Fixpoint does not generate C for arm_svdf_state_s16_s8 yet"
-    )
-    assert not (tmp_path / "model").exists()
 
 
 def test_the_lstm_state_is_declared_outside_the_arena_and_counted(tmp_path: Path) -> None:
