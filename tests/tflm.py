@@ -34,6 +34,27 @@ MODELS = {
 """TFLM's example models by short name -> path inside the checkout (every .tflite outside its tests)."""
 
 
+def svdf_biases_divided(raw: bytes, divisor: int) -> bytes:
+    """A model with every SVDF bias (int32) divided by `divisor`, in place: keyword_scrambled's scrambled
+    biases saturate every SVDF output; divided by 1000 its layers take many values (a real test of the
+    state they carry)."""
+    import tflite
+
+    data = bytearray(raw)
+    model = tflite.Model.GetRootAsModel(raw, 0)
+    graph = model.Subgraphs(0)
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        if model.OperatorCodes(op.OpcodeIndex()).BuiltinCode() != tflite.BuiltinOperator.SVDF:
+            continue
+        buffer = model.Buffers(graph.Tensors(int(op.Inputs(3))).Buffer())
+        start = int(buffer._tab.Vector(buffer._tab.Offset(4)))
+        size = buffer.DataLength()
+        bias = np.frombuffer(raw[start : start + size], np.int32)
+        data[start : start + size] = (bias // divisor).astype(np.int32).tobytes()
+    return bytes(data)
+
+
 def repo() -> Path:
     return Path(os.environ.get("FIXPOINT_TFLM_REPO") or Path.home() / ".cache" / "fixpoint" / "tflite-micro")
 

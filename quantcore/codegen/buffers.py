@@ -349,6 +349,10 @@ KERNELS: dict[str, tuple[Reader, SizeFn]] = {
     "arm_elementwise_mul_s16": (_no_call, no_buffer),
     "arm_transpose_conv_wrapper_s8": (_conv_call, transpose_conv_wrapper_s8),
     "fixpoint_requantize": (_no_call, no_buffer),  # Fixpoint's own loop, no CMSIS-NN context
+    # The LSTM's buffers are its own (cmsis_nn_lstm_context, static beside the arena), not ctx.buf.
+    "arm_lstm_unidirectional_s8": (_no_call, no_buffer),
+    "arm_svdf_state_s16_s8": (_no_call, no_buffer),
+    "arm_softmax_s8_s16": (_no_call, no_buffer),
 }
 """Every kernel the int8 executor dispatches (and the transposed convolution), keyed by node attr kernel."""
 

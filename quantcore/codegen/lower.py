@@ -168,6 +168,11 @@ def _layer(ctx: _Lowering, index: int, node: Node) -> P.Layer:
     room = IDENTIFIER_MAX - len(ctx.prefix) - 1 - len(lead) - _LONGEST_SUFFIX
     symbol = lead + c_identifier(node.name, min(NAME_PART, room))
     lowerer = _MOVES.get(node.op) or _KERNELS.get(str(node.attr("kernel")))
+    if lowerer is None and node.op.stateful:  # arm_svdf_s8 (int8 state): no TFLM model to verify it on
+        raise CodegenError(
+            f"layer {node.name!r} ({node.op.json_name}): Fixpoint does not generate C for"
+            f" {node.attr('kernel')} yet; fixpoint evaluate runs and checks the model against TFLM"
+        )
     if lowerer is None:
         raise CodegenError(
             f"layer {node.name!r} ({node.op.json_name}): no C lowering for kernel {node.attr('kernel')!r}"
@@ -321,7 +326,7 @@ def _softmax(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.So
         raise CodegenError(f"layer {node.name!r}: arm_softmax_s8 runs over the last axis, not axis {axis}")
     rows = int(np.prod(shape[:-1], dtype=np.int64))
     return P.SoftmaxCall(
-        "arm_softmax_s8", rows, int(shape[-1]), int(p["mult"]), int(p["shift"]), int(p["diff_min"])
+        str(node.attr("kernel")), rows, int(shape[-1]), int(p["mult"]), int(p["shift"]), int(p["diff_min"])
     )
 
 
@@ -422,6 +427,89 @@ _MOVES: dict[Op, Lowerer] = {
     Op.CONCAT: _concat,
 }
 
+
+def _svdf(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.SvdfCall:
+    wf, wt = ctx.graph.constant(node.inputs[1]), ctx.graph.constant(node.inputs[2])
+    filters, depth = (int(d) for d in wf.shape)
+    memory, rank = int(wt.shape[1]), int(p["rank"])
+    units = filters // rank
+    bias = ctx.graph.constant(node.inputs[3]) if node.inputs[3] else np.zeros(units, np.int32)
+    return P.SvdfCall(
+        kernel="arm_svdf_state_s16_s8",
+        batch=int(ctx.shape(node.inputs[0])[0]),
+        input_size=depth,
+        filters=filters,
+        memory=memory,
+        units=units,
+        rank=rank,
+        input_offset=int(p["input_offset"]),
+        output_offset=int(p["output_offset"]),
+        input_multiplier=int(p["input_multiplier"]),
+        input_shift=int(p["input_shift"]),
+        output_multiplier=int(p["output_multiplier"]),
+        output_shift=int(p["output_shift"]),
+        input_clamp=P.Clamp(*(int(v) for v in p["input_activation"])),
+        output_clamp=P.Clamp(*(int(v) for v in p["output_activation"])),
+        weights_feature=ctx.constant(
+            f"{symbol}_weights_feature", "int8_t", wf, node.name, f"feature weights {tuple(wf.shape)} int8"
+        ),
+        weights_time=ctx.constant(
+            f"{symbol}_weights_time", "int16_t", wt, node.name, f"time weights {tuple(wt.shape)} int16"
+        ),
+        bias=ctx.constant(f"{symbol}_bias", "int32_t", bias, node.name, f"bias ({units},) int32"),
+    )
+
+
+def _lstm(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.LstmCall:
+    """The effective biases are constants: the weights' row sums times the input offset (plus the gate
+    bias) and times the negated hidden zero point, as CMSIS-NN's TFLM glue computes them at prepare."""
+    from quantcore.kernels.lstm import Activation
+    from quantcore.runtime.recurrent_exec import lstm_params
+
+    params = lstm_params(ctx.graph, node, p)
+    batch, steps, size = ctx.shape(node.inputs[0])
+    hidden = int(params.forget_gate.hidden_weights.shape[0])
+    gates = {}
+    for name in ("forget", "input", "cell", "output"):
+        gate = getattr(params, f"{name}_gate")
+        arrays = {}
+        for part, values, ctype in (
+            ("input_weights", gate.input_weights, "int8_t"),
+            ("input_effective_bias", gate.input_effective_bias, "int32_t"),
+            ("hidden_weights", gate.hidden_weights, "int8_t"),
+            ("hidden_effective_bias", gate.hidden_effective_bias, "int32_t"),
+        ):
+            description = f"{name} gate {part.replace('_', ' ')} {tuple(values.shape)} {ctype}"
+            arrays[part] = ctx.constant(f"{symbol}_{name}_{part}", ctype, values, node.name, description)
+        gates[f"{name}_gate"] = P.LstmGateCall(
+            input_multiplier=gate.input_multiplier,
+            input_shift=gate.input_shift,
+            hidden_multiplier=gate.hidden_multiplier,
+            hidden_shift=gate.hidden_shift,
+            activation="ARM_TANH" if gate.activation is Activation.TANH else "ARM_SIGMOID",
+            **arrays,
+        )
+    return P.LstmCall(
+        kernel="arm_lstm_unidirectional_s8",
+        time_major=params.time_major,
+        batch_size=int(batch),
+        time_steps=int(steps),
+        input_size=int(size),
+        hidden_size=hidden,
+        input_offset=int(p["input_offset"]),
+        forget_to_cell_multiplier=params.forget_to_cell_multiplier,
+        forget_to_cell_shift=params.forget_to_cell_shift,
+        input_to_cell_multiplier=params.input_to_cell_multiplier,
+        input_to_cell_shift=params.input_to_cell_shift,
+        cell_clip=params.cell_clip,
+        cell_scale_power=params.cell_scale_power,
+        output_multiplier=params.output_multiplier,
+        output_shift=params.output_shift,
+        output_offset=params.output_offset,
+        **gates,
+    )
+
+
 _KERNELS: dict[str, Lowerer] = {
     "arm_convolve_wrapper_s8": _conv,
     "arm_depthwise_conv_wrapper_s8": _conv,
@@ -439,5 +527,8 @@ _KERNELS: dict[str, Lowerer] = {
     "arm_elementwise_mul_s8": _mul,
     "arm_elementwise_mul_s16": _mul,
     "arm_softmax_s8": _softmax,
+    "arm_softmax_s8_s16": _softmax,
     "fixpoint_requantize": _requantize,
+    "arm_lstm_unidirectional_s8": _lstm,
+    "arm_svdf_state_s16_s8": _svdf,
 }

@@ -291,6 +291,86 @@ class AliasCall:
     kernel: None = None
 
 
+@dataclass(frozen=True)
+class LstmGateCall:
+    """cmsis_nn_lstm_gate: the gate's two products (weights, effective biases, multipliers) and activation."""
+
+    input_multiplier: int
+    input_shift: int
+    input_weights: str
+    input_effective_bias: str
+    hidden_multiplier: int
+    hidden_shift: int
+    hidden_weights: str
+    hidden_effective_bias: str
+    activation: str
+    """ARM_SIGMOID or ARM_TANH."""
+
+
+@dataclass(frozen=True)
+class LstmCall:
+    """arm_lstm_unidirectional_s8, stateful: its hidden and cell state live in the layer's own static
+    buffers outside the arena, persist from one invoke to the next (streaming) and are reset by init."""
+
+    kind: ClassVar[str] = "lstm"
+    kernel: str
+    time_major: bool
+    batch_size: int
+    time_steps: int
+    input_size: int
+    hidden_size: int
+    input_offset: int
+    forget_to_cell_multiplier: int
+    forget_to_cell_shift: int
+    input_to_cell_multiplier: int
+    input_to_cell_shift: int
+    cell_clip: int
+    cell_scale_power: int
+    output_multiplier: int
+    output_shift: int
+    output_offset: int
+    forget_gate: LstmGateCall
+    input_gate: LstmGateCall
+    cell_gate: LstmGateCall
+    output_gate: LstmGateCall
+
+    @property
+    def state_bytes(self) -> int:
+        """The persistent state (int8 hidden, int16 cell) and the two int16 work buffers."""
+        return self.batch_size * self.hidden_size * (1 + 2 + 2 + 2)
+
+
+@dataclass(frozen=True)
+class SvdfCall:
+    """arm_svdf_state_s16_s8, stateful: its int16 state and two int32 work buffers are the layer's own
+    static buffers outside the arena; the state persists from one invoke to the next, reset by init."""
+
+    kind: ClassVar[str] = "svdf"
+    kernel: str
+    batch: int
+    input_size: int
+    filters: int
+    memory: int
+    units: int
+    rank: int
+    input_offset: int
+    output_offset: int
+    input_multiplier: int
+    input_shift: int
+    output_multiplier: int
+    output_shift: int
+    input_clamp: Clamp
+    output_clamp: Clamp
+    weights_feature: str
+    weights_time: str
+    bias: str
+
+    @property
+    def state_bytes(self) -> int:
+        """The int16 state, and the int32 work buffers of the filters' and the units' sums."""
+        return self.batch * (self.filters * self.memory * 2 + self.filters * 4 + self.units * 4)
+
+
 Call = (
     ConvCall
     | FullyConnectedCall
@@ -303,6 +383,8 @@ Call = (
     | PadCall
     | ConcatCall
     | AliasCall
+    | LstmCall
+    | SvdfCall
 )
 
 
@@ -394,6 +476,13 @@ class Plan:
     @property
     def macro(self) -> str:
         return self.prefix.upper()
+
+    @property
+    def state_bytes(self) -> int:
+        """RAM the recurrent layers keep for themselves outside the arena (state and work buffers)."""
+        return sum(
+            layer.call.state_bytes for layer in self.layers if isinstance(layer.call, LstmCall | SvdfCall)
+        )
 
     @property
     def weight_bytes(self) -> int:

@@ -35,15 +35,9 @@ _ACTIVATIONS: Mapping[int, tuple[Activation, tuple[float, float] | None]] = {
 }
 _ACTIVATION_NAMES = {4: "TANH", 5: "SIGN_BIT"}
 _FIX = "re-convert the model with supported operators in their place (SUPPORTED_OPS.md)"
-_NOT_YET = (
-    "no re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has the"
-    " kernels; a later version of Fixpoint)"
-)
 _REFUSED: Mapping[str, tuple[str, str]] = {
     "LOGISTIC": ("CMSIS-NN has no int8 kernel for it (arm_nn_activation_s16 takes int16 only)", _FIX),
     "TANH": ("CMSIS-NN has no int8 kernel for it (arm_nn_activation_s16 takes int16 only)", _FIX),
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": ("Fixpoint does not translate LSTM layers yet", _NOT_YET),
-    "SVDF": ("Fixpoint does not translate SVDF layers yet", _NOT_YET),
     "CUSTOM:ethos-u": (
         "the model was compiled by Vela for an Ethos-U NPU (the network is inside this one operator)",
         "import the .tflite that was given to Vela, before its compilation",
@@ -72,6 +66,9 @@ class _State:
     """Constants computed at import (a DEQUANTIZE of float16 weights)."""
     inner: dict[int, int] = field(default_factory=dict)
     """The float/uint8 tensor at an edge conversion -> the int8 tensor it stands for."""
+    wide: frozenset[int] = frozenset()
+    """The int16 tensors at the model's edges (_wide_edges): an int16 input requantized to int8, an int16
+    softmax output converted for the application."""
 
     @property
     def path(self) -> str:
@@ -94,7 +91,7 @@ class _State:
 
 def translate(model: TflModel) -> Graph:
     _check_operators(model)
-    state = _State(model, _is_quantized(model), _unique_names(model))
+    state = _State(model, _is_quantized(model), _unique_names(model), wide=_wide_edges(model))
     _edges(state)
     inputs = [_graph_input(state, i) for i in model.inputs]
     for op in model.operators:
@@ -185,6 +182,8 @@ _NEEDS: Mapping[str, tuple[tuple[int | None, ...], int | None]] = {
     "TRANSPOSE": ((None, 1), None),
     "QUANTIZE": ((None,), None),
     "DEQUANTIZE": ((None,), None),
+    "SVDF": ((2, 2, 2), 2),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": ((3, 2, 2, 2, 2, 2, 2, 2, 2), 3),
 }
 
 
@@ -251,15 +250,26 @@ def _why_not(op: TflOperator) -> tuple[str, str] | None:
         return "a custom operator has no CMSIS-NN kernel", _FIX
     if op.op not in HANDLERS:
         return "no CMSIS-NN kernel in Fixpoint's support table runs it", _FIX
+    recurrent = _tflite_recurrent().refusal(op)
+    if recurrent is not None:
+        return recurrent, _FIX
     activation = op.options.get("FusedActivationFunction", 0)
-    if activation not in _ACTIVATIONS:
+    if activation not in _ACTIVATIONS and op.op not in _RECURRENT:
         what = _ACTIVATION_NAMES.get(activation, str(activation))
         return f"its fused activation {what} has no CMSIS-NN int8 form (only RELU, RELU6, RELU_N1_TO_1)", _FIX
     return None
 
 
 def _is_quantized(model: TflModel) -> bool:
-    types = {model.tensors[i].dtype for op in model.operators for i in (*op.inputs, *op.outputs) if i >= 0}
+    # A recurrent layer's state (and SVDF's time weights) may be int16 in an int8 model, and its edges.
+    states = {i for op in model.operators for i in _tflite_recurrent().state_inputs(op)}
+    states |= _wide_edges(model)
+    types = {
+        model.tensors[i].dtype
+        for op in model.operators
+        for i in (*op.inputs, *op.outputs)
+        if i >= 0 and i not in states
+    }
     types -= {"INT32"}  # biases, shapes, axes
     if "INT16" in types:
         raise ModelError(
@@ -287,7 +297,37 @@ def _unique_names(model: TflModel) -> dict[int, str]:
 
 def _is_edge(state: _State, op: TflOperator) -> bool:
     x = state.tensor(op.inputs[0])
+    if _requantizes_input(state.model, op):
+        return False  # a layer of its own: REQUANTIZE from the int16 input
     return (op.inputs[0] in state.model.inputs and x.data is None) or op.outputs[0] in state.model.outputs
+
+
+def _requantizes_input(model: TflModel, op: TflOperator) -> bool:
+    """A QUANTIZE of the model's int16 input to int8 (TFLM's streaming keyword models take int16 audio
+    features): a requantization, which Fixpoint runs as a REQUANTIZE from an int16 graph input."""
+    return (
+        op.op == "QUANTIZE"
+        and op.inputs[0] in model.inputs
+        and model.tensors[op.inputs[0]].dtype == "INT16"
+        and model.tensors[op.outputs[0]].dtype == "INT8"
+    )
+
+
+def _wide_edges(model: TflModel) -> frozenset[int]:
+    """The int16 tensors an int8 model may have at its edges: an input requantized to int8, and the int16
+    output of a SOFTMAX (arm_softmax_s8_s16) that a QUANTIZE/DEQUANTIZE converts into the model's output,
+    with that output (Fixpoint's graph output is the int16 tensor behind it)."""
+    wide: set[int] = set()
+    for op in model.operators:
+        if _requantizes_input(model, op):
+            wide.add(op.inputs[0])
+        elif (
+            op.op in ("QUANTIZE", "DEQUANTIZE")
+            and op.outputs[0] in model.outputs
+            and model.tensors[op.inputs[0]].dtype == "INT16"
+        ):
+            wide.update((op.inputs[0], op.outputs[0]))
+    return frozenset(wide)
 
 
 def _edges(state: _State) -> None:
@@ -295,6 +335,8 @@ def _edges(state: _State) -> None:
     for op in state.model.operators:
         if op.op == "DEQUANTIZE" and state.const(op.inputs[0]) is not None:
             _fold_dequantize(state, op)
+        elif _requantizes_input(state.model, op):
+            continue
         elif op.op in ("QUANTIZE", "DEQUANTIZE") and _is_edge(state, op):
             _edge(state, op)
         elif op.op in ("QUANTIZE", "DEQUANTIZE"):
@@ -312,6 +354,8 @@ def _edge(state: _State, op: TflOperator) -> None:
     if op.op == "QUANTIZE" and op.outputs[0] in state.model.outputs:
         inner, outer = op.inputs[0], op.outputs[0]
     a, b = state.tensor(inner), state.tensor(outer)
+    if a.dtype == "INT16" and inner in state.wide:
+        return _wide_output(state, op, inner, outer)
     if a.dtype != "INT8":
         raise state.error(
             op, f"converts to {a.dtype}; at the model's edges Fixpoint takes conversions to int8"
@@ -327,6 +371,19 @@ def _edge(state: _State, op: TflOperator) -> None:
     elif b.dtype != "FLOAT32":
         raise state.error(
             op, f"converts {b.dtype} at the model's edge; Fixpoint takes float32 or uint8 there"
+        )
+    state.names[outer] = state.names[inner]
+    state.inner[outer] = inner
+
+
+def _wide_output(state: _State, op: TflOperator, inner: int, outer: int) -> None:
+    """An int16 softmax output converted to the model's int32 or float32 output: Fixpoint's graph ends at
+    the int16 tensor (the application converts it as the QUANTIZE/DEQUANTIZE would)."""
+    if state.tensor(outer).dtype not in ("INT32", "FLOAT32"):
+        raise state.error(
+            op,
+            f"converts int16 to {state.tensor(outer).dtype} at the model's output; Fixpoint takes int32"
+            " or float32 there",
         )
     state.names[outer] = state.names[inner]
     state.inner[outer] = inner
@@ -368,6 +425,8 @@ def _activation(state: _State, index: int, op: TflOperator | None) -> str:
     name = state.names[index]
     where = f"operator {op.index} ({op.op}): " if op else ""
     expected = "INT8" if state.quantized else "FLOAT32"
+    if t.dtype == "INT16" and index in state.wide:
+        expected = "INT16"
     if t.dtype != expected:
         kind = "an int8" if state.quantized else "a float32"
         legacy = " (uint8 is TF1's legacy asymmetric quantization; re-convert with TF2's int8 converter)"
@@ -385,7 +444,8 @@ def _activation(state: _State, index: int, op: TflOperator | None) -> str:
         )
     quant = _activation_quant(state, t, where) if state.quantized else None
     layout = Layout.NHWC if len(t.shape) == 4 else None
-    state.tensors[name] = Tensor(name, t.shape, DType.FLOAT32, layout=layout, quant=quant)
+    dtype = DType.INT16 if expected == "INT16" else DType.FLOAT32
+    state.tensors[name] = Tensor(name, t.shape, dtype, layout=layout, quant=quant)
     return name
 
 
@@ -397,18 +457,20 @@ def _activation_quant(state: _State, t: TflTensor, where: str) -> QuantParams:
             f"{where}int8 tensor {quoted(t.name)} has no quantization parameters (scale, zero point);"
             " re-convert the model with TensorFlow's full-integer converter",
         )
+    dtype = DType.INT16 if t.dtype == "INT16" else DType.INT8
+    assert dtype.qmin is not None and dtype.qmax is not None
     if (
         q.scale.ndim
         or not (math.isfinite(float(q.scale)) and float(q.scale) > 0)
-        or not -128 <= int(q.zero_point) <= 127
+        or not dtype.qmin <= int(q.zero_point) <= dtype.qmax
     ):
         raise ModelError(
             state.path,
             f"{where}int8 tensor {quoted(t.name)} has scale {q.scale.tolist()} and zero point"
             f" {q.zero_point.tolist()}; an activation needs one positive scale and a zero point in"
-            " [-128, 127] - re-convert the model",
+            f" [{dtype.qmin}, {dtype.qmax}] - re-convert the model",
         )
-    return QuantParams(DType.INT8, q.scale.astype(np.float32), q.zero_point.astype(np.int64), method="tflite")
+    return QuantParams(dtype, q.scale.astype(np.float32), q.zero_point.astype(np.int64), method="tflite")
 
 
 def _input(state: _State, op: TflOperator, position: int) -> str:
@@ -467,12 +529,6 @@ def _weights(state: _State, op: TflOperator, axis: int) -> tuple[str, np.ndarray
         raise state.error(op, "its weights have a non-zero zero point; CMSIS-NN takes symmetric int8 weights")
     if not np.all(np.isfinite(q.scale) & (q.scale > 0)):
         raise state.error(op, "its weights have a scale that is not a positive finite number; re-convert it")
-    if int(data.min(initial=0)) < -127:
-        raise state.error(
-            op,
-            "its weights use -128; Fixpoint's int8 scheme (and its params JSON check) keeps"
-            " weights in [-127, 127] as TensorFlow's converter writes them - re-convert the model",
-        )
     scales = (
         np.broadcast_to(q.scale.astype(np.float64), (channels,))
         if q.scale.ndim
@@ -749,7 +805,14 @@ def softmax(state: _State, op: TflOperator) -> None:
     x = _input(state, op, 0)
     y = _output(state, op)
     quant = state.tensors[y].quant
-    if quant is not None and (float(quant.scale) != 1.0 / 256.0 or int(quant.zero_point) != -128):
+    if quant is not None and quant.dtype is DType.INT16:
+        # arm_softmax_s8_s16 writes Q0.16 offset by -32768; TFLM accepts the scale within 0.1 % of 1/65536
+        # (converters write 1/65535) and computes the same integers whatever it is.
+        if abs(float(quant.scale) * 65536.0 - 1.0) > 1e-3 or int(quant.zero_point) != -32768:
+            raise state.error(
+                op, "its int16 output is not at scale 1/65536, zero point -32768 (arm_softmax_s8_s16's)"
+            )
+    elif quant is not None and (float(quant.scale) != 1.0 / 256.0 or int(quant.zero_point) != -128):
         raise state.error(op, "its int8 output is not at scale 1/256, zero point -128 (arm_softmax_s8's)")
     _emit(state, y, Op.SOFTMAX, (x,), (y,), axis=len(state.tensors[x].shape) - 1)
 
@@ -811,10 +874,31 @@ def _same_quant(state: _State, op: TflOperator, x: str, y: str) -> None:
 
 
 def _quantize_edge(state: _State, op: TflOperator) -> None:
-    raise state.error(op, "is a conversion inside the model")  # never reached: translate skips them
+    if not _requantizes_input(state.model, op):
+        raise state.error(op, "is a conversion inside the model")  # never reached: translate skips them
+    x = _input(state, op, 0)
+    y = _output(state, op)
+    _emit(state, y, Op.REQUANTIZE, (x,), (y,))
 
 
 Handler = Callable[[_State, TflOperator], None]
+
+
+def _tflite_recurrent() -> Any:
+    """The recurrent operators' module (it imports this one's helpers, so it is imported when used)."""
+    from quantcore.importers import _tflite_recurrent
+
+    return _tflite_recurrent
+
+
+def _recurrent(name: str) -> Handler:
+    def handler(state: _State, op: TflOperator) -> None:
+        getattr(_tflite_recurrent(), name)(state, op)
+
+    return handler
+
+
+_RECURRENT = ("SVDF", "UNIDIRECTIONAL_SEQUENCE_LSTM")
 HANDLERS: Mapping[str, Handler] = {
     "CONV_2D": conv,
     "DEPTHWISE_CONV_2D": depthwise,
@@ -832,5 +916,7 @@ HANDLERS: Mapping[str, Handler] = {
     "TRANSPOSE": transpose,
     "QUANTIZE": _quantize_edge,
     "DEQUANTIZE": _quantize_edge,
+    "SVDF": _recurrent("svdf"),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": _recurrent("lstm"),
 }
 __all__ = ["HANDLERS", "translate"]

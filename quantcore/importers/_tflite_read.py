@@ -302,6 +302,11 @@ _OPTIONS: dict[str, tuple[type, tuple[str, ...]]] = {
     "SOFTMAX": (tflite.SoftmaxOptions, ("Beta",)),
     "CONCATENATION": (tflite.ConcatenationOptions, ("Axis", "FusedActivationFunction")),
     "MEAN": (tflite.ReducerOptions, ("KeepDims",)),
+    "SVDF": (tflite.SVDFOptions, ("Rank", "FusedActivationFunction", "AsymmetricQuantizeInputs")),
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": (
+        tflite.UnidirectionalSequenceLSTMOptions,
+        ("FusedActivationFunction", "CellClip", "ProjClip", "TimeMajor", "AsymmetricQuantizeInputs"),
+    ),
 }
 """The builtin options each translated operator reads (the flatbuffer's defaults when absent)."""
 

@@ -48,6 +48,16 @@ class Op(enum.Enum):
       TRANSPOSE         (x)  perm
       IDENTITY          (x)  (Identity, Dropout at inference)
       REQUANTIZE        (x)  inserted by the quantizer where an int8 tensor meets an int16 layer or back
+      SVDF              (x (batch, input), weights_feature (filters, input) const, weights_time (filters,
+                        memory) const, b (filters // rank,) | "")  rank, state (STATE: the persistent
+                        activation state, (batch, filters * memory), its dtype, scale and zero point)
+      LSTM              (x, 4 input weights (hidden, input), 4 recurrent weights (hidden, hidden), 4 biases
+                        (hidden,); each four in gate order input, forget, cell, output)  time_major,
+                        cell_clip (float, 0 = none), cell_activation ("tanh" | "sigmoid"), hidden_state and
+                        cell_state (STATE dicts; TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM, no peepholes,
+                        projection or layer norm)
+    SVDF and LSTM are stateful: their state persists from one inference to the next (streaming), so the
+    executors run a batch of samples as that many inferences in order, starting from the reset state.
     Every tensor has a static shape; graph inputs have the batch dimension fixed (1 unless configured).
     """
 
@@ -69,6 +79,13 @@ class Op(enum.Enum):
     TRANSPOSE = ("transpose", False)
     IDENTITY = ("identity", False)
     REQUANTIZE = ("requantize", False)
+    SVDF = ("svdf", True)
+    LSTM = ("lstm", True)
+
+    @property
+    def stateful(self) -> bool:
+        """Keeps a state across inferences (a recurrent layer)."""
+        return self in (Op.SVDF, Op.LSTM)
 
     def __init__(self, json_name: str, computes: bool) -> None:
         self.json_name = json_name

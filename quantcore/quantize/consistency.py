@@ -42,7 +42,7 @@ KERNELS: dict[str, tuple[str | None, ...]] = {
     "max_pool": ("arm_max_pool_s8", "arm_max_pool_s16"),
     "add": ("arm_elementwise_add_s8", "arm_elementwise_add_s16"),
     "mul": ("arm_elementwise_mul_s8", "arm_elementwise_mul_s16"),
-    "softmax": ("arm_softmax_s8",),
+    "softmax": ("arm_softmax_s8", "arm_softmax_s8_s16"),
     "concat": (
         "arm_concatenation_s8_x",
         "arm_concatenation_s8_y",
@@ -53,6 +53,8 @@ KERNELS: dict[str, tuple[str | None, ...]] = {
     "reshape": ("arm_reshape_s8", None),
     "transpose": ("arm_transpose_s8",),
     "requantize": ("fixpoint_requantize",),
+    "svdf": ("arm_svdf_s8", "arm_svdf_state_s16_s8"),
+    "lstm": ("arm_lstm_unidirectional_s8",),
 }
 """Per op, the kernels the int8 reference executor and the code generator run (what the quantizer
 writes); quantcore.support lists CMSIS-NN's wider set, which Fixpoint does not all generate code for."""
@@ -109,7 +111,7 @@ def _dtype_problems(doc: Doc, layer: Doc, at: JsonPath) -> Iterator[Problem]:
     if op == "requantize":
         return
     if op == "softmax":
-        wanted = "int8"  # arm_softmax_s8: int8 in, int8 out
+        wanted = "int8"  # arm_softmax_s8 (int8 out) and arm_softmax_s8_s16 (int16 out) read int8
     elif op in _MOVES:
         wanted = out_dtype
     else:
@@ -454,12 +456,20 @@ def _requantize(view: _View) -> Iterator[Derived]:
         )
 
 
+def _nothing(view: _View) -> Iterator[Derived]:
+    return iter(())
+
+
 def _softmax(view: _View) -> Iterator[Derived]:
     (_, s_in, _), (out, s_out, zp_out) = view.input(), view.output()
     expected = P.softmax_params(s_in)
     basis = f"the recorded input scale {s_in:.6g} (beta 1, TFLite's int8 softmax scaling)"
     for key in ("mult", "shift", "diff_min"):
         yield view.param(key, expected[key], f"{basis}, which gives {expected[key]}")
+    if view.layer["kernel"] == "arm_softmax_s8_s16":  # an int8 .tflite's int16 output, scale ~1/65536
+        why = "arm_softmax_s8_s16 writes its output at zero point -32768"
+        yield Derived(("tensors", out, "zero_point"), zp_out, -32768, f"the kernel: {why}")
+        return
     fixed_scale, fixed_zero_point = SOFTMAX_OUTPUT
     why = "arm_softmax_s8 writes its output at scale 1/256, zero point -128"
     yield Derived(
@@ -496,6 +506,10 @@ _DERIVATIONS: dict[str, Callable[[_View], Iterator[Derived]]] = {
     "mul": _mul,
     "requantize": _requantize,
     "softmax": _softmax,
+    # The recurrent layers' parameters follow from their constants' and states' scales, which the file
+    # does not hold (an int8 .tflite's own): the importer computes them as TFLM does.
+    "svdf": _nothing,
+    "lstm": _nothing,
     **{op: _keeps_qparams for op in _KEEPS_QPARAMS},
 }
 

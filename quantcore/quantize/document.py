@@ -25,12 +25,13 @@ from quantcore.errors import InputError
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.passes import io_layout
 from quantcore.passes.equalize import equalize
-from quantcore.quantize import lowering
+from quantcore.quantize import lowering, recurrent
 from quantcore.quantize.bias_correction import corrected_bias
 from quantcore.quantize.params import WEIGHTED_KERNELS
 from quantcore.quantize.params_json import FORMAT, VERSION
 from quantcore.quantize.precision import S16_CAPABLE, assign_precision
-from quantcore.quantize.scheme import quantize_bias, quantize_weights
+from quantcore.quantize.recurrent import RECURRENT_KERNELS
+from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_floor
 
 CMSIS_NN_API = "7.0.0"
 _S16_OPS = {op.json_name for op in S16_CAPABLE}
@@ -161,7 +162,10 @@ def _ints(values: np.ndarray) -> int | list[int]:
 def _layer(graph: Graph, node: Node) -> dict[str, Any]:
     kernel = node.attr("kernel")
     weighted = kernel in WEIGHTED_KERNELS
-    data_inputs = list(node.inputs[:1]) if weighted else [i for i in node.inputs if i]
+    # A recurrent layer's other inputs are the model's own integer constants, recomputed from the model.
+    data_inputs = (
+        list(node.inputs[:1]) if weighted or kernel in RECURRENT_KERNELS else [i for i in node.inputs if i]
+    )
     entry: dict[str, Any] = {"name": node.name, "op": node.op.json_name, "kernel": kernel}
     entry["inputs"] = data_inputs
     entry["outputs"] = list(node.outputs)
@@ -397,6 +401,9 @@ def _apply_layer(
             f"{path}.op: {layer['op']!r}, but the model's node {node.name!r} is {node.op.json_name!r}"
         )
     attrs = {"kernel": layer.get("kernel"), "params": dict(layer.get("params", {}))}
+    if layer.get("kernel") in RECURRENT_KERNELS:  # the model's integers; the file's parameters
+        quantized, constants = recurrent.quantize(graph, node)
+        return quantized.with_attrs(**attrs), constants
     if layer.get("kernel") not in WEIGHTED_KERNELS:
         return node.with_attrs(**attrs), []
     w_entry, b_entry = tensors[layer["weights"]], tensors[layer["bias"]]
@@ -407,7 +414,7 @@ def _apply_layer(
         raise DocumentError(
             f'$.tensors["{layer["weights"]}"].shape: {w_entry["shape"]}, but the model has {list(w.shape)}'
         )
-    q_w = quantize_weights(w, w_scale, axis)
+    q_w = quantize_weights(w, w_scale, axis, weight_floor(graph.tensor(node.inputs[1]).quant))
     channels = w.shape[3 if node.op is Op.DEPTHWISE_CONV2D else 0]  # per-tensor weights have no axis
     b = graph.constant(node.inputs[2]) if node.inputs[2] else np.zeros(channels, np.float32)
     if correction is not None:

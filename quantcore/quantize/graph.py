@@ -21,7 +21,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.quantize import params as P
 from quantcore.quantize.lowering import lower_narrowing_pools
 from quantcore.quantize.precision import INT16_OUTPUT_MARGIN, assign_precision
-from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_scales
+from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_floor, weight_scales
 
 _SHARES_INPUT_QPARAMS = (Op.MAX_POOL, Op.AVG_POOL, Op.RESHAPE, Op.PAD, Op.TRANSPOSE, Op.CONCAT)
 SOFTMAX_OUTPUT = (1.0 / 256.0, -128)
@@ -117,7 +117,11 @@ def _activation_qparams(
     graph: Graph, calibration: Calibration, per_channel: frozenset[str] = frozenset()
 ) -> dict[str, Tensor]:
     groups = activation_groups(graph)
-    fixed = {groups[n.outputs[0]]: SOFTMAX_OUTPUT for n in graph.nodes if n.op is Op.SOFTMAX}
+    fixed = {
+        groups[n.outputs[0]]: SOFTMAX_OUTPUT
+        for n in graph.nodes
+        if n.op is Op.SOFTMAX and graph.tensor(n.outputs[0]).dtype is not DType.INT16  # int16: imported
+    }
     imported = {groups[t.name]: t.quant for t in graph.activations() if t.quant is not None}
     spans: dict[str, tuple[float, float]] = {}
     for name, group in groups.items():
@@ -180,6 +184,8 @@ def _qparams_for(
     source = imported.get(group)
     if source is not None and tensor.dtype is DType.INT8:
         return QuantParams(DType.INT8, source.scale, source.zero_point, observed=observed, method="imported")
+    if source is not None and source.dtype is tensor.dtype is DType.INT16:  # an int8 .tflite's int16 edges
+        return QuantParams(DType.INT16, source.scale, source.zero_point, observed=observed, method="imported")
     if group not in spans:
         raise P.QuantizationError(f"tensor {tensor.name!r} has no calibrated range")
     lo, hi = spans[group]
@@ -300,7 +306,7 @@ def _weights(graph: Graph, node: Node, w_name: str, per_channel: bool) -> tuple[
     else:
         scales = weight_scales(w, axis if per_channel else None)
     per_channel = scales.ndim == 1
-    q_w = quantize_weights(w, scales, axis if per_channel else None)
+    q_w = quantize_weights(w, scales, axis if per_channel else None, weight_floor(imported))
     quant = QuantParams(
         DType.INT8,
         scales,
@@ -364,7 +370,9 @@ def _requantize(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, li
 
 def _softmax(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
     s_in, _ = _qp(graph, node.inputs[0])
-    return node.with_attrs(kernel="arm_softmax_s8", params=P.softmax_params(s_in)), []
+    # An int16 output (imported from an int8 .tflite): TFLM's int8 -> int16 softmax, the same parameters.
+    kernel = "arm_softmax_s8_s16" if _wide(graph, node) else "arm_softmax_s8"
+    return node.with_attrs(kernel=kernel, params=P.softmax_params(s_in)), []
 
 
 def _passthrough(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
@@ -398,6 +406,12 @@ def _transpose(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, lis
     return node.with_attrs(kernel="arm_transpose_s8", params={"perm": list(node.attr("perm"))}), []
 
 
+def _recurrent(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
+    from quantcore.quantize import recurrent
+
+    return recurrent.quantize(graph, node)
+
+
 _QUANTIZERS: dict[Op, Quantizer] = {
     Op.CONV2D: _conv_like,
     Op.DEPTHWISE_CONV2D: _conv_like,
@@ -411,4 +425,6 @@ _QUANTIZERS: dict[Op, Quantizer] = {
     Op.CONCAT: _concat,
     Op.PAD: _pad,
     Op.TRANSPOSE: _transpose,
+    Op.SVDF: _recurrent,
+    Op.LSTM: _recurrent,
 }

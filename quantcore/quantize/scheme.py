@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from quantcore.ir import QuantParams
 from quantcore.quantize.scaling import round_half_away
 
 WEIGHT_QMAX = 127
@@ -27,12 +28,26 @@ def weight_scales(w: np.ndarray, axis: int | None) -> F64:
     return np.where(peak > 0, peak / WEIGHT_QMAX, 1.0)
 
 
-def quantize_weights(w: np.ndarray, scales: F64, axis: int | None) -> npt.NDArray[np.int8]:
+def quantize_weights(
+    w: np.ndarray, scales: F64, axis: int | None, lowest: int = -WEIGHT_QMAX
+) -> npt.NDArray[np.int8]:
+    """`lowest` is -128 for an int8 .tflite's own weights (IMPORTED_LOWEST): TensorFlow's integers are
+    kept as they are, and CMSIS-NN's kernels take -128 like any other value."""
     shape = [1] * w.ndim
     if axis is not None:
         shape[axis] = -1
     q = _round(w.astype(np.float64) / scales.reshape(shape))
-    return np.clip(q, -WEIGHT_QMAX, WEIGHT_QMAX).astype(np.int8)
+    return np.clip(q, lowest, WEIGHT_QMAX).astype(np.int8)
+
+
+IMPORTED_LOWEST = -128
+"""The lowest weight of an imported int8 model (its weights were not quantized by Fixpoint)."""
+
+
+def weight_floor(quant: QuantParams | None) -> int:
+    """The lowest integer a weight may take: TensorFlow's -128 for an int8 .tflite's weights (their quant
+    method "tflite"), else the narrow range's -127."""
+    return IMPORTED_LOWEST if quant is not None and quant.method == "tflite" else -WEIGHT_QMAX
 
 
 def quantize_bias(

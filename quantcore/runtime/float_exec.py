@@ -14,6 +14,7 @@ import numpy as np
 
 from quantcore.ir import Activation, Graph, GraphError, Layout, Node, Op
 from quantcore.kernels.window import Window
+from quantcore.runtime import recurrent_float
 
 Array = np.ndarray
 Env = dict[str, Array]
@@ -227,4 +228,7 @@ _OPS: dict[Op, Callable[[Node, list[Any], Graph], Array]] = {
     Op.RESHAPE: _single(lambda n, x: x.reshape((x.shape[0], *n.attr("shape")[1:]))),
     Op.TRANSPOSE: _single(lambda n, x: x.transpose(n.attr("perm"))),
     Op.IDENTITY: _single(lambda n, x: x),
+    Op.REQUANTIZE: _single(lambda n, x: x),  # an int8 .tflite's int16 input requantized: the same reals
+    Op.SVDF: recurrent_float.svdf,
+    Op.LSTM: recurrent_float.lstm,
 }

@@ -26,8 +26,9 @@ from quantcore.kernels.fully_connected import fully_connected_s8
 from quantcore.kernels.pooling import avgpool_s8, avgpool_s16, max_pool_s8, max_pool_s16
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.s16 import convolve_s16, depthwise_conv_s16, fully_connected_s16
-from quantcore.kernels.softmax import softmax_s8
+from quantcore.kernels.softmax import softmax_s8, softmax_s8_s16
 from quantcore.quantize.scheme import dequantize, quantize_activation
+from quantcore.runtime import recurrent_exec
 
 Array = np.ndarray
 Env = dict[str, Array]
@@ -227,6 +228,9 @@ _KERNELS: dict[str, Callable[..., Array]] = {
     "arm_elementwise_add_s8": _elementwise(elementwise_add_s8),
     "arm_elementwise_mul_s8": _elementwise(elementwise_mul_s8),
     "arm_softmax_s8": _softmax,
+    "arm_softmax_s8_s16": lambda g, n, a, p, o, r: softmax_s8_s16(
+        a[0], mult=p["mult"], shift=p["shift"], diff_min=p["diff_min"]
+    ),
     "arm_convolve_wrapper_s16": _conv16(depthwise=False),
     "arm_depthwise_conv_wrapper_s16": _conv16(depthwise=True),
     "arm_fully_connected_s16": _fc16,
@@ -235,6 +239,9 @@ _KERNELS: dict[str, Callable[..., Array]] = {
     "arm_elementwise_add_s16": _elementwise(elementwise_add_s16),
     "arm_elementwise_mul_s16": _elementwise(elementwise_mul_s16),
     "fixpoint_requantize": _requantize,
+    "arm_svdf_s8": recurrent_exec.svdf,
+    "arm_svdf_state_s16_s8": recurrent_exec.svdf,
+    "arm_lstm_unidirectional_s8": recurrent_exec.lstm,
 }
 
 

@@ -266,6 +266,20 @@ KERNELS: Mapping[Op, KernelSupport] = {
             "Inserted by the quantizer between int8 and int16 layers; Fixpoint's own function "
             "(CMSIS-NN has none).",
         ),
+        KernelSupport(
+            Op.SVDF,
+            ("arm_svdf_s8", "arm_svdf_state_s16_s8"),
+            (),
+            "From an int8 .tflite: int8 state and time weights (arm_svdf_s8) or int16"
+            " (arm_svdf_state_s16_s8); the state persists between inferences.",
+        ),
+        KernelSupport(
+            Op.LSTM,
+            ("arm_lstm_unidirectional_s8",),
+            (),
+            "From an int8 .tflite: no peepholes, projection or layer norm; hidden and cell state persist"
+            " between inferences.",
+        ),
     )
 }
 """Every IR op: the CMSIS-NN kernels that run it in CMSIS-NN form and what they require."""

@@ -57,6 +57,8 @@ class ModelHeader:
     output_bytes: int
     arena_bytes: int
     scratch_bytes: int
+    state_bytes: int = 0
+    """The recurrent layers' own buffers (<PREFIX>_STATE_BYTES; absent: none)."""
 
 
 def _header(src: Path, prefix: str) -> tuple[Path, str, dict[str, str]]:
@@ -81,7 +83,12 @@ def read_header(src: Path, prefix: str = "model") -> ModelHeader:
 
     return ModelHeader(
         path,
-        *(size(n) for n in ("LAYER_COUNT", "INPUT_BYTES", "OUTPUT_BYTES", "ARENA_BYTES", "SCRATCH_BYTES")),
+        layer_count=size("LAYER_COUNT"),
+        input_bytes=size("INPUT_BYTES"),
+        output_bytes=size("OUTPUT_BYTES"),
+        arena_bytes=size("ARENA_BYTES"),
+        scratch_bytes=size("SCRATCH_BYTES"),
+        state_bytes=size("STATE_BYTES") if f"{upper}_STATE_BYTES" in macros else 0,
     )
 
 

@@ -2,7 +2,8 @@
 
 `arm-none-eabi-size` (Berkeley format) gives text, data and bss: flash holds text + data (the initial
 values of .data are stored there and copied at reset), RAM holds data + bss. The model's own figures,
-its activation arena and CMSIS-NN scratch buffer, come from the generated header; both live in .bss.
+its activation arena and CMSIS-NN scratch buffer, come from the generated header; both live in .bss, as
+do the recurrent layers' own state buffers (the header's <PREFIX>_STATE_BYTES, when there are some).
 The audit runs before flashing, so a model that does not fit never reaches the board.
 """
 
@@ -35,6 +36,8 @@ class MemoryReport:
     arena: int
     scratch: int
     budget: Budget
+    state: int = 0
+    """The recurrent layers' own buffers (persistent state), in .bss beside the arena."""
 
     @property
     def flash(self) -> int:
@@ -61,7 +64,8 @@ class MemoryReport:
         return (
             f"flash {self.flash}{of(self.budget.flash)} bytes (text {self.text} + data {self.data}), "
             f"RAM {self.ram}{of(self.budget.ram)} bytes (data {self.data} + bss {self.bss}; "
-            f"arena {self.arena}, scratch {self.scratch})"
+            f"arena {self.arena}, scratch {self.scratch}"
+            + (f", recurrent state {self.state})" if self.state else ")")
         )
 
 
@@ -75,7 +79,13 @@ def measure(firmware: Firmware, budget: Budget | None = None) -> MemoryReport:
     text, data, bss = berkeley_size(firmware.toolchain.size, firmware)
     header = firmware.header
     return MemoryReport(
-        text, data, bss, header.arena_bytes, header.scratch_bytes, budget or target_budget(firmware)
+        text,
+        data,
+        bss,
+        header.arena_bytes,
+        header.scratch_bytes,
+        budget or target_budget(firmware),
+        header.state_bytes,
     )
 
 

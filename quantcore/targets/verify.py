@@ -149,6 +149,7 @@ class VerifyReport:
             "ram_bytes": memory.ram if memory else None,
             "arena_bytes": memory.arena if memory else None,
             "scratch_bytes": memory.scratch if memory else None,
+            "state_bytes": memory.state if memory else None,
             "flash_budget": memory.budget.flash if memory else None,
             "ram_budget": memory.budget.ram if memory else None,
             "run_seconds": round(self.seconds, 3),

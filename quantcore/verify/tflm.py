@@ -101,7 +101,7 @@ def _run_tflm(data: bytes, path: str, recorded: str | None, x: np.ndarray, q: np
     model = read_model(data, path)  # hashes the bytes once
     if recorded and model.sha256 != recorded:
         raise ModelError(path, "changed while it was being evaluated; run fixpoint evaluate again")
-    inner = _inner_outputs(model)
+    inner = inner_outputs(model)
     config, arena = runtime.InterpreterConfig.kAllocationRecording, None  # None: the package's own size
     if inner != list(model.outputs):  # an edge conversion: the int8 tensor behind it is read after invoke
         config, arena = runtime.InterpreterConfig.kPreserveAllTensors, len(data) * 10 + PRESERVE_ARENA_EXTRA
@@ -118,7 +118,7 @@ def _run_tflm(data: bytes, path: str, recorded: str | None, x: np.ndarray, q: np
                     if index == model.outputs[k]
                     else interpreter.GetTensor(index, 0)["tensor_data"]
                 )
-                outputs[k].append(np.asarray(value, np.int8).reshape(-1))
+                outputs[k].append(np.asarray(value, _INTEGER[model.tensors[index].dtype]).reshape(-1))
     except (RuntimeError, ValueError) as exc:
         raise ModelError(path, f"TFLM's interpreter could not run it: {exc}") from exc
     return [np.stack(rows) for rows in outputs]
@@ -135,15 +135,24 @@ def _tflm_input(model: TflModel, x: np.ndarray, q: np.ndarray) -> np.ndarray:
             int(tensor.quant.zero_point.reshape(-1)[0]),
         )
         return quantize_activation(x, scale, zero_point, 0, 255).astype(np.uint8)
-    return np.ascontiguousarray(q, np.int8).reshape((len(x), *tensor.shape[1:]))
+    return np.ascontiguousarray(q, _INTEGER[tensor.dtype]).reshape((len(x), *tensor.shape[1:]))
 
 
-def _inner_outputs(model: TflModel) -> list[int]:
+_INTEGER: dict[str, type[np.signedinteger[Any]]] = {"INT8": np.int8, "INT16": np.int16}
+"""The integer tensors compared: int8, and the int16 edges of an int8 model (an int16 input requantized,
+an int16 softmax output)."""
+
+
+def inner_outputs(model: TflModel) -> list[int]:
     """Each model output's int8 tensor: itself, or the input of the DEQUANTIZE/QUANTIZE writing it."""
     producers = {op.outputs[0]: op for op in model.operators if op.outputs}
     inner = []
     for index in model.outputs:
         op: Any = producers.get(index)
-        edge = model.tensors[index].dtype != "INT8" and op is not None and op.op in ("DEQUANTIZE", "QUANTIZE")
+        edge = (
+            model.tensors[index].dtype not in _INTEGER
+            and op is not None
+            and op.op in ("DEQUANTIZE", "QUANTIZE")
+        )
         inner.append(op.inputs[0] if edge else index)
     return inner

@@ -163,31 +163,28 @@ def test_wrong_identifier(hello: bytes, tmp_path: Path, capsys: pytest.CaptureFi
 
 REFUSED_MODELS = {
     "unsupported_operators_are_listed_with_index_and_reason": (
-        "trained_lstm_int8",
-        "bad.tflite",
-        "bad.tflite: 1 operator is not supported: operator 0 UNIDIRECTIONAL_SEQUENCE_LSTM (output"
-        " 'tfl.unidirectional_sequence_lstm'): Fixpoint does not translate LSTM layers yet; no"
-        " re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has the"
-        " kernels; a later version of Fixpoint)",
-    ),
-    "the_same_operator_refused_again_is_one_group": (
-        "keyword_scrambled_8bit",
-        "bad.tflite",
-        "bad.tflite: 7 operators are not supported: operators 1, 3, 5, 7, 9, 10, 11 SVDF (outputs 'tensor_5',"
-        " 'tensor_13', 'tensor_21' and 4 more): Fixpoint does not translate SVDF layers yet; no"
-        " re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has the"
-        " kernels; a later version of Fixpoint)",
-    ),
-    "different_advice_is_given_per_operator": (
         "dtln_noise_suppression",
         "bad.tflite",
-        "bad.tflite: 3 operators are not supported: operators 0, 1 UNIDIRECTIONAL_SEQUENCE_LSTM (outputs"
-        " 'tfl.unidirectional_sequence_lstm', 'tfl.unidirectional_sequence_lstm1'): Fixpoint does not"
-        " translate LSTM layers yet; operator 3 LOGISTIC (output 'StatefulPartitionedCall:0'): CMSIS-NN has"
-        " no int8 kernel for it (arm_nn_activation_s16 takes int16 only); for UNIDIRECTIONAL_SEQUENCE_LSTM:"
-        " no re-conversion avoids it: run this model with TFLM until Fixpoint translates it (CMSIS-NN has"
-        " the kernels; a later version of Fixpoint); for LOGISTIC: re-convert the model with supported"
-        " operators in their place (SUPPORTED_OPS.md)",
+        "bad.tflite: 1 operator is not supported: operator 3 LOGISTIC (output 'StatefulPartitionedCall:0'):"
+        " CMSIS-NN has no int8 kernel for it (arm_nn_activation_s16 takes int16 only); re-convert the model"
+        " with supported operators in their place (SUPPORTED_OPS.md)",
+    ),
+    "an_int8_svdf_state_with_a_zero_point_is_refused": (
+        "keyword_scrambled_8bit",
+        "bad.tflite",
+        "bad.tflite: operator 1 (SVDF, output 'tensor_5'): its int8 activation state has zero point -50:"
+        " TFLM's SVDF stores zero point + value in the int8 state (wrapping when that leaves int8) and"
+        " subtracts the zero point again, which arm_svdf_s8 - it has no state offset - cannot reproduce bit"
+        " for bit; convert with int16 state (TFLM's keyword_scrambled.tflite form, arm_svdf_state_s16_s8) or"
+        " a state zero point of 0",
+    ),
+    "a_float_lstm_is_refused": (
+        "trained_lstm",
+        "float.tflite",
+        "float.tflite: operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM, output 'tfl.unidirectional_sequence_lstm'):"
+        " Fixpoint translates recurrent layers of int8 models only (their integer scheme - gate scales, cell"
+        " state scale - comes from TensorFlow's full-integer converter); convert the model to int8 with a"
+        " representative dataset and import that .tflite",
     ),
     "tflms_signal_library_is_named_as_feature_extraction": (
         "audio_preprocessor_int8",

@@ -357,7 +357,7 @@ def test_a_kernel_that_does_not_exist_names_the_ones_the_op_can_use() -> None:
         (
             {"layers/15/kernel": "arm_softmax_s16"},
             '$.layers[15].kernel: "arm_softmax_s16" is not a kernel softmax can use (it runs on'
-            " arm_softmax_s8)",
+            " arm_softmax_s8, arm_softmax_s8_s16)",
         ),
         (
             {"layers/13/kernel": "arm_transpose_s8"},

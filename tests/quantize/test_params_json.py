@@ -612,7 +612,7 @@ RULES = [
         {"tensors/relu1/dtype": "int16"},
         (
             "$.tensors.relu1.zero_point: must be 0 for int16 activations (CMSIS-NN's s16 kernels are "
-            "symmetric), got -128"
+            "symmetric; -32768 only for the int16 output of arm_softmax_s8_s16), got -128"
         ),
     ),
     case(
@@ -723,7 +723,7 @@ RULES = [
         (
             '$.layers[0].op: must be one of "conv2d", "depthwise_conv2d", "fully_connected", "avg_pool", '
             '"max_pool", "add", "mul", "softmax", "concat", "pad", "reshape", "transpose", "requantize", '
-            'got "conv3d"'
+            '"svdf", "lstm", got "conv3d"'
         ),
     ),
     case(

@@ -10,6 +10,10 @@ firmware verify built and compares its output bytes with TFLM's outputs for the 
 only through the reference. The vectors: random int8 over the whole range, plus every byte -128 and
 every byte 127 (the kernels' saturation paths).
 
+The LSTM models (mnist_lstm, micro_speech_lstm) keep their hidden and cell state from one invoke to the
+next on both sides (TFLM's variable tensors, the layer's static buffers in the firmware): the cases run
+in a row, so every case after the first checks the carried state too.
+
 The board route (flash-verify: GDB-stub flash, the harness over the UART) runs person_detect on qemu-m4.
 
 Runtime: all three models on all three targets, about 11 s in all here. person_detect (300 KB of
@@ -32,7 +36,13 @@ from tests import tflm
 
 pytestmark = pytest.mark.cmsis_nn
 
-MODELS = ["hello_world_int8", "micro_speech_quantized", "person_detect"]
+MODELS = [
+    "hello_world_int8",
+    "micro_speech_quantized",
+    "person_detect",
+    "trained_lstm_int8",
+    "micro_speech_lstm",
+]
 TARGETS = ["host", "qemu-m4", "qemu-m55"]
 RANDOM_CASES = 2
 

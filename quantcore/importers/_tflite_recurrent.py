@@ -1,0 +1,256 @@
+"""TFLite's recurrent operators -> IR nodes: SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM of an int8 model.
+
+Their constants keep TensorFlow's integers and scales (float64 values q * scale, which the quantizer turns
+back into q exactly: quantcore/quantize/recurrent.py), and their state tensors - TFLite's variable
+tensors, which TFLM keeps from one invoke to the next - become node attributes describing the persistent
+state (dtype, shape, scale, zero point), not graph tensors: no layer writes them, the layer itself keeps
+them. What CMSIS-NN's kernels cannot run is refused before translation (`refusal`), naming the operator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from quantcore.display import quoted
+from quantcore.importers._tflite_ops import _input, _output, _State
+from quantcore.importers._tflite_read import TflOperator
+from quantcore.ir import DType, Node, Op, QuantParams, Tensor
+
+FLOAT_RECURRENT = (
+    "Fixpoint translates recurrent layers of int8 models only (their integer scheme - gate scales, cell"
+    " state scale - comes from TensorFlow's full-integer converter); convert the model to int8 with a"
+    " representative dataset and import that .tflite"
+)
+LSTM_GATES = ("input", "forget", "cell", "output")
+"""The IR's order of the LSTM gates (TFLite's tensor order)."""
+_LSTM_INPUT_WEIGHTS = (1, 2, 3, 4)
+_LSTM_RECURRENT_WEIGHTS = (5, 6, 7, 8)
+_LSTM_BIASES = (12, 13, 14, 15)
+_LSTM_HIDDEN, _LSTM_CELL = 18, 19
+_LSTM_UNSUPPORTED = {
+    (9, 10, 11): "peephole weights (CMSIS-NN's arm_lstm_unidirectional_s8 has no peephole connections)",
+    (16, 17): "a projection layer (CMSIS-NN's arm_lstm_unidirectional_s8 has none)",
+    (20, 21, 22, 23): "layer normalization (CMSIS-NN's arm_lstm_unidirectional_s8 has none)",
+}
+_CELL_ACTIVATIONS = {4: "tanh", 6: "sigmoid"}
+"""TFLite's fused activation of an LSTM = its cell gate's non-linearity (TFLM takes TANH or SIGMOID)."""
+_TYPES = {"INT8": DType.INT8, "INT16": DType.INT16, "INT32": DType.INT32}
+_SVDF_STATE = 4
+
+
+def refusal(op: TflOperator) -> str | None:
+    """Why CMSIS-NN's kernels cannot run this LSTM as TFLite wrote it (None: they can)."""
+    if op.op != "UNIDIRECTIONAL_SEQUENCE_LSTM":
+        return None
+    inputs = list(op.inputs) + [-1] * (24 - len(op.inputs))
+    if len(op.inputs) != 24:
+        return f"it has {len(op.inputs)} inputs; TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM has 24"
+    if inputs[1] < 0 or inputs[5] < 0:
+        return (
+            "it couples the input and forget gates (CIFG: no input gate weights); CMSIS-NN's kernel"
+            " needs all four gates"
+        )
+    for positions, what in _LSTM_UNSUPPORTED.items():
+        if any(inputs[p] >= 0 for p in positions):
+            return f"it has {what}"
+    activation = int(op.options.get("FusedActivationFunction", 4))
+    if activation not in _CELL_ACTIVATIONS:
+        return f"its cell activation is {activation}; TFLM and CMSIS-NN take TANH or SIGMOID"
+    if op.options.get("TimeMajor", False):
+        return (
+            "it is time-major; Fixpoint stacks samples along the first axis, so it takes batch-major LSTMs"
+            " (Keras's default)"
+        )
+    if float(op.options.get("ProjClip", 0.0)):
+        return "it has a projection clip (CMSIS-NN's kernel has no projection)"
+    return None
+
+
+def state_inputs(op: TflOperator) -> tuple[int, ...]:
+    """The tensors of a recurrent operator that may be int16 in an int8 model: its persistent state and,
+    for SVDF, its time weights (arm_svdf_state_s16_s8)."""
+    if op.op == "SVDF" and len(op.inputs) > _SVDF_STATE:
+        return (op.inputs[2], op.inputs[_SVDF_STATE])
+    if op.op == "UNIDIRECTIONAL_SEQUENCE_LSTM" and len(op.inputs) > _LSTM_CELL:
+        return (op.inputs[_LSTM_CELL],)
+    return ()
+
+
+# -- SVDF ---------------------------------------------------------------------------------------------
+
+
+def svdf(state: _State, op: TflOperator) -> None:
+    if not state.quantized:
+        raise state.error(op, FLOAT_RECURRENT)
+    x = _input(state, op, 0)
+    y = _output(state, op)
+    rank = int(op.options.get("Rank", 1))
+    features = _constant(state, op, 1, ("INT8",), "feature weights")
+    memory = _constant(state, op, 2, ("INT8", "INT16"), "time weights")
+    filters, depth = state.tensors[features].shape
+    if depth != state.tensors[x].shape[-1] or state.tensors[memory].shape[0] != filters:
+        raise state.error(op, f"has feature weights {(filters, depth)} for input {state.tensors[x].shape}")
+    if rank < 1 or filters % rank:
+        raise state.error(op, f"has rank {rank} for {filters} filters; the rank must divide them")
+    units = filters // rank
+    bias = _bias(state, op, 3, units)
+    batch = state.tensors[x].shape[0]
+    steps = state.tensors[memory].shape[1]
+    variable = _state(state, op, _SVDF_STATE, (batch, filters * steps), "activation state")
+    time_quant = state.tensors[memory].quant
+    assert time_quant is not None  # _constant gave it one
+    if variable["dtype"] != time_quant.dtype.label:
+        raise state.error(
+            op,
+            f"its time weights are {time_quant.dtype.label} and its state {variable['dtype']}; TFLM and"
+            " CMSIS-NN take both int8 (arm_svdf_s8) or both int16 (arm_svdf_state_s16_s8)",
+        )
+    if variable["dtype"] == DType.INT8.label and variable["zero_point"] != 0:
+        raise state.error(
+            op,
+            f"its int8 activation state has zero point {variable['zero_point']}: TFLM's SVDF stores zero"
+            " point + value in the int8 state (wrapping when that leaves int8) and subtracts the zero point"
+            " again, which arm_svdf_s8 - it has no state offset - cannot reproduce bit for bit; convert with"
+            " int16 state (TFLM's keyword_scrambled.tflite form, arm_svdf_state_s16_s8) or a state zero"
+            " point of 0",
+        )
+    if state.tensors[y].shape != (batch, units):
+        raise state.error(
+            op, f"writes {state.tensors[y].shape}; an SVDF of {units} units gives {(batch, units)}"
+        )
+    activation = int(op.options.get("FusedActivationFunction", 0))
+    state.nodes.append(
+        Node(
+            y,
+            Op.SVDF,
+            (x, features, memory, bias),
+            (y,),
+            {"rank": rank, "state": variable, "fused": activation},
+        )
+    )
+
+
+# -- LSTM ---------------------------------------------------------------------------------------------
+
+
+def lstm(state: _State, op: TflOperator) -> None:
+    if not state.quantized:
+        raise state.error(op, FLOAT_RECURRENT)
+    x = _input(state, op, 0)
+    y = _output(state, op)
+    time_major = False  # refusal() turned time-major layers away
+    shape = state.tensors[x].shape
+    batch = shape[0]
+    inputs = [_constant(state, op, p, ("INT8",), "input weights") for p in _LSTM_INPUT_WEIGHTS]
+    recurrent = [_constant(state, op, p, ("INT8",), "recurrent weights") for p in _LSTM_RECURRENT_WEIGHTS]
+    hidden = state.tensors[recurrent[0]].shape[0]
+    for name in inputs + recurrent:
+        wanted = (hidden, shape[2]) if name in inputs else (hidden, hidden)
+        if state.tensors[name].shape != wanted:
+            raise state.error(
+                op, f"has weights {quoted(name)} of shape {state.tensors[name].shape}; expected {wanted}"
+            )
+    biases = [_bias(state, op, p, hidden) for p in _LSTM_BIASES]
+    if "" in biases:
+        raise state.error(op, "has a gate without bias; TFLM's integer LSTM reads all four")
+    hidden_state = _state(state, op, _LSTM_HIDDEN, (batch, hidden), "hidden state", ("INT8",))
+    cell_state = _state(state, op, _LSTM_CELL, (batch, hidden), "cell state", ("INT16",))
+    _same_as_hidden(state, op, y, hidden_state)
+    attrs = {
+        "time_major": time_major,
+        "cell_clip": float(op.options.get("CellClip", 0.0)),
+        "cell_activation": _CELL_ACTIVATIONS[int(op.options.get("FusedActivationFunction", 4))],
+        "hidden_state": hidden_state,
+        "cell_state": cell_state,
+    }
+    state.nodes.append(Node(y, Op.LSTM, (x, *inputs, *recurrent, *biases), (y,), attrs))
+
+
+def _same_as_hidden(state: _State, op: TflOperator, y: str, hidden: dict[str, Any]) -> None:
+    """The kernel writes the hidden state's integers as the output: TFLM reads them at the output tensor's
+    scale, which must therefore be the hidden state's."""
+    quant = state.tensors[y].quant
+    assert quant is not None
+    if float(quant.scale) != hidden["scale"] or int(quant.zero_point) != hidden["zero_point"]:
+        raise state.error(
+            op,
+            f"its output (scale {float(quant.scale):g}, zero point {int(quant.zero_point)}) and hidden state"
+            f" (scale {hidden['scale']:g}, zero point {hidden['zero_point']}) differ; the kernel writes the"
+            " hidden state as the output - re-convert the model",
+        )
+
+
+# -- tensors ------------------------------------------------------------------------------------------
+
+
+def _constant(state: _State, op: TflOperator, position: int, types: tuple[str, ...], what: str) -> str:
+    """A per-tensor quantized, symmetric constant as float64 q * scale with its QuantParams."""
+    index = op.inputs[position]
+    t = state.tensor(index)
+    data = state.const(index)
+    if data is None:
+        raise state.error(op, f"its {what} (input {position}) must be a constant")
+    q = t.quant
+    if t.dtype not in types or q is None:
+        raise state.error(
+            op, f"its {what} {quoted(t.name)} are {t.dtype}; expected {' or '.join(types)} with a scale"
+        )
+    if (
+        q.scale.size != 1
+        or np.any(q.zero_point != 0)
+        or not (np.isfinite(q.scale).all() and q.scale.max() > 0)
+    ):
+        raise state.error(
+            op,
+            f"its {what} {quoted(t.name)} have scale {q.scale.tolist()} and zero point"
+            f" {q.zero_point.tolist()}; the recurrent kernels take one positive scale and zero point 0"
+            " per tensor",
+        )
+    name = state.names[index]
+    scale = np.float64(q.scale.reshape(-1)[0])
+    dtype = _TYPES[t.dtype]
+    quant = QuantParams(dtype, np.array(scale), np.array(0, np.int64), method="tflite")
+    state.tensors[name] = Tensor(name, data.shape, data=data.astype(np.float64) * scale, quant=quant)
+    return name
+
+
+def _bias(state: _State, op: TflOperator, position: int, length: int) -> str:
+    if position >= len(op.inputs) or op.inputs[position] < 0:
+        return ""
+    name = _constant(state, op, position, ("INT32",), "bias")
+    if state.tensors[name].shape != (length,):
+        raise state.error(op, f"its bias has shape {state.tensors[name].shape}; expected ({length},)")
+    return name
+
+
+def _state(
+    state: _State,
+    op: TflOperator,
+    position: int,
+    shape: tuple[int, ...],
+    what: str,
+    types: tuple[str, ...] = ("INT8", "INT16"),
+) -> dict[str, Any]:
+    """A variable tensor as the node's persistent state: dtype, shape, scale, zero point."""
+    index = op.inputs[position] if position < len(op.inputs) else -1
+    if index < 0 or state.const(index) is not None:
+        raise state.error(op, f"its {what} (input {position}) must be a variable tensor")
+    t = state.tensor(index)
+    q = t.quant
+    if t.dtype not in types or q is None or q.scale.size != 1 or q.zero_point.size != 1:
+        raise state.error(
+            op, f"its {what} {quoted(t.name)} is {t.dtype}; expected {' or '.join(types)} with one scale"
+        )
+    if tuple(t.shape) != shape:
+        raise state.error(
+            op, f"its {what} {quoted(t.name)} has shape {list(t.shape)}; expected {list(shape)}"
+        )
+    return {
+        "dtype": _TYPES[t.dtype].label,
+        "shape": list(shape),
+        "scale": float(q.scale.reshape(-1)[0]),
+        "zero_point": int(q.zero_point.reshape(-1)[0]),
+        "tensor": t.name,
+    }

@@ -1,0 +1,200 @@
+"""The integer parameters of CMSIS-NN's recurrent kernels, computed from an int8 .tflite's scales exactly as
+TensorFlow Lite Micro computes them (kernels/svdf_common.cc, lstm_eval_common.cc and CMSIS-NN's glue in
+kernels/cmsis_nn/svdf.cc and unidirectional_sequence_lstm.cc), so the kernels match TFLM byte for byte.
+
+SVDF (arm_svdf_s8 / arm_svdf_state_s16_s8):
+  input multiplier  = QuantizeMultiplier(double(float32 s_in * s_wf / s_state))  (float32 arithmetic)
+  output multiplier = QuantizeMultiplier(double(float32 s_state * s_wt / s_out))
+  the new state value is clamped to the state type's range, the output to int8's (TFLM's int8 SVDF
+  applies no fused activation).
+LSTM (arm_lstm_unidirectional_s8), TFLite's integer LSTM: every gate's two products requantize to Q3.12
+(scale 2^-12, int16), the gates' outputs are Q0.15 (2^-15), and
+  gate input multiplier     = QM(double(s_in) * double(s_wx) / 2^-12),  recurrent: s_hidden, s_wh
+  forget_to_cell            = QM(2^-15 * s_cell / s_cell),  input_to_cell = QM(2^-15 * 2^-15 / s_cell)
+  output (hidden)           = QM(2^-15 * 2^-15 / s_hidden), offset zp_hidden
+  cell_scale_power          = round(log2(s_cell)) (TFLite's CheckedLog2)
+  cell_clip                 = (int16) clamp(cell_clip / s_cell, -32768, 32767)
+  effective biases          = bias + sum(w_x) * -zp_in, and sum(w_h) * -zp_hidden (arm_vector_sum_s8),
+                              computed from the weights where the call is made (int8_exec, the C).
+The state is not a tensor of the graph: the node's attrs describe it, the executor and the firmware keep it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from quantcore.ir import DType, Graph, Node, Op, Tensor
+from quantcore.quantize.params import QuantizationError
+from quantcore.quantize.scaling import quantize_multiplier
+
+GATE_INPUT_SCALE = 2.0**-12
+"""Q3.12: the scale each gate's products requantize to (TFLM's nonlinear_input_scale)."""
+GATE_OUTPUT_SCALE = 2.0**-15
+"""Q0.15: the scale of a gate's sigmoid/tanh output (TFLM's nonlinear_output_scale)."""
+GATES = ("input", "forget", "cell", "output")
+RECURRENT_KERNELS = frozenset({"arm_svdf_s8", "arm_svdf_state_s16_s8", "arm_lstm_unidirectional_s8"})
+_INTEGER_TYPES: dict[DType, type[np.signedinteger[Any]]] = {
+    DType.INT8: np.int8,
+    DType.INT16: np.int16,
+    DType.INT32: np.int32,
+}
+
+
+def quantize(graph: Graph, node: Node) -> tuple[Node, list[Tensor]]:
+    """The node with its kernel, integer parameters and integer constants (TensorFlow's, exactly)."""
+    if node.op is Op.SVDF:
+        return _svdf(graph, node)
+    return _lstm(graph, node)
+
+
+def integers(graph: Graph, name: str, node: Node, role: str) -> Tensor:
+    """An imported constant (float64 q * scale) back as TensorFlow's integers q, named after the layer."""
+    tensor = graph.tensor(name)
+    quant = tensor.quant
+    if quant is None or quant.dtype not in _INTEGER_TYPES or tensor.data is None:
+        raise QuantizationError(
+            f"layer {node.name!r}: its {role} {name!r} has no imported integer scale; recurrent layers are"
+            " quantized from an int8 .tflite only"
+        )
+    q = np.round(np.asarray(tensor.data, np.float64) / float(quant.scale))
+    info = np.iinfo(_INTEGER_TYPES[quant.dtype])
+    if q.min(initial=0) < info.min or q.max(initial=0) > info.max:
+        raise QuantizationError(f"layer {node.name!r}: its {role} {name!r} do not fit {quant.dtype.label}")
+    values = q.astype(_INTEGER_TYPES[quant.dtype])
+    return Tensor(f"{node.name}.{role}", values.shape, quant.dtype, values, quant=quant)
+
+
+def _scale_zp(graph: Graph, name: str) -> tuple[float, int]:
+    quant = graph.tensor(name).quant
+    assert quant is not None, name
+    return float(quant.scale), int(quant.zero_point)
+
+
+def _f32(value: float) -> np.float32:
+    return np.float32(value)
+
+
+# -- SVDF -----------------------------------------------------------------------------------------------
+
+
+def _svdf(graph: Graph, node: Node) -> tuple[Node, list[Tensor]]:
+    x, wf_name, wt_name, b_name = node.inputs
+    state = node.attr("state")
+    s_in, zp_in = _scale_zp(graph, x)
+    s_out, zp_out = _scale_zp(graph, node.outputs[0])
+    wf = integers(graph, wf_name, node, "weights_feature")
+    wt = integers(graph, wt_name, node, "weights_time")
+    constants = [wf, wt]
+    if b_name:
+        constants.append(integers(graph, b_name, node, "bias"))
+    s_state = _f32(state["scale"])
+    s_wf, s_wt = _f32(float(wf.quant.scale)), _f32(float(wt.quant.scale))  # type: ignore[union-attr]
+    # TFLM multiplies and divides the float32 scales in float32 before widening to double.
+    m1, sh1 = quantize_multiplier(float(_f32(s_in) * s_wf / s_state), f"{node.name} input multiplier")
+    m2, sh2 = quantize_multiplier(float(s_state * s_wt / _f32(s_out)), f"{node.name} output multiplier")
+    wide = state["dtype"] == DType.INT16.label
+    lo, hi = (-32768, 32767) if wide else (-128, 127)
+    params = {
+        "rank": int(node.attr("rank")),
+        "input_offset": zp_in,
+        "output_offset": zp_out,
+        "input_multiplier": m1,
+        "input_shift": sh1,
+        "output_multiplier": m2,
+        "output_shift": sh2,
+        "input_activation": [lo, hi],
+        "output_activation": [-128, 127],
+        "state_zero_point": int(state["zero_point"]),
+    }
+    kernel = "arm_svdf_state_s16_s8" if wide else "arm_svdf_s8"
+    inputs = (x, wf.name, wt.name, constants[2].name if b_name else "")
+    return node.evolve(inputs=inputs).with_attrs(kernel=kernel, params=params), constants
+
+
+# -- LSTM -----------------------------------------------------------------------------------------------
+
+
+def _lstm(graph: Graph, node: Node) -> tuple[Node, list[Tensor]]:
+    x = node.inputs[0]
+    s_in, zp_in = _scale_zp(graph, x)
+    hidden, cell = node.attr("hidden_state"), node.attr("cell_state")
+    s_hidden, zp_hidden, s_cell = hidden["scale"], int(hidden["zero_point"]), cell["scale"]
+    weights_x = [
+        integers(graph, n, node, f"input_weights_{g}") for n, g in zip(node.inputs[1:5], GATES, strict=True)
+    ]
+    weights_h = [
+        integers(graph, n, node, f"recurrent_weights_{g}")
+        for n, g in zip(node.inputs[5:9], GATES, strict=True)
+    ]
+    biases = [integers(graph, n, node, f"bias_{g}") for n, g in zip(node.inputs[9:13], GATES, strict=True)]
+    gates = {
+        gate: _gate(node, gate, s_in, wx, s_hidden, wh)
+        for gate, wx, wh in zip(GATES, weights_x, weights_h, strict=True)
+    }
+    f32_out, f32_cell = _f32(GATE_OUTPUT_SCALE), _f32(s_cell)
+    params: dict[str, Any] = {
+        "time_major": bool(node.attr("time_major")),
+        "input_offset": -zp_in,
+        "hidden_offset": -zp_hidden,
+        **_mul(node, "forget_to_cell", float(f32_out) * float(f32_cell) / float(f32_cell)),
+        **_mul(node, "input_to_cell", float(f32_out) * float(f32_out) / float(f32_cell)),
+        **_mul(node, "output", float(f32_out) * float(f32_out) / float(_f32(s_hidden))),
+        "output_offset": zp_hidden,
+        "cell_clip": _cell_clip(node.attr("cell_clip", 0.0), s_cell),
+        "cell_scale_power": _checked_log2(node, s_cell),
+        "cell_activation": node.attr("cell_activation", "tanh"),
+        "gates": gates,
+    }
+    constants = [*weights_x, *weights_h, *biases]
+    node = node.evolve(inputs=(x, *(t.name for t in constants)))
+    return node.with_attrs(kernel="arm_lstm_unidirectional_s8", params=params), constants
+
+
+def _gate(node: Node, gate: str, s_in: float, wx: Tensor, s_hidden: float, wh: Tensor) -> dict[str, int]:
+    """A gate's two fully connected products into Q3.12 (TFLM's CreateGateParams: double products)."""
+    scale_x, scale_h = float(_f32(float(wx.quant.scale))), float(_f32(float(wh.quant.scale)))  # type: ignore[union-attr]
+    m_x, sh_x = quantize_multiplier(
+        float(_f32(s_in)) * scale_x / GATE_INPUT_SCALE, f"{node.name} {gate} gate input multiplier"
+    )
+    m_h, sh_h = quantize_multiplier(
+        float(_f32(s_hidden)) * scale_h / GATE_INPUT_SCALE, f"{node.name} {gate} gate recurrent multiplier"
+    )
+    return {"input_multiplier": m_x, "input_shift": sh_x, "hidden_multiplier": m_h, "hidden_shift": sh_h}
+
+
+def _mul(node: Node, name: str, scale: float) -> dict[str, int]:
+    mult, shift = quantize_multiplier(scale, f"{node.name} {name} multiplier")
+    return {f"{name}_multiplier": mult, f"{name}_shift": shift}
+
+
+def _cell_clip(clip: float, s_cell: float) -> int:
+    """TFLM: static_cast<int16_t>(min(max(double(clip) / double(s_cell), -32768), 32767)), truncating."""
+    value = min(max(float(_f32(clip)) / float(_f32(s_cell)), -32768.0), 32767.0)
+    return math.trunc(value)
+
+
+def _checked_log2(node: Node, scale: float) -> int:
+    """TFLite's CheckedLog2: round(log2(x)); the cell state's scale must be a power of two."""
+    log = math.log2(float(_f32(scale)))
+    rounded = int(math.copysign(math.floor(abs(log) + 0.5), log))
+    if abs(log - rounded) > 1e-3:
+        raise QuantizationError(
+            f"layer {node.name!r}: its cell state scale {scale:g} is not a power of two, as TFLite's integer"
+            " LSTM requires (the cell's tanh reads it as a fixed-point number); re-convert the model"
+        )
+    return rounded
+
+
+def lstm_constants(
+    node: Node, graph: Graph
+) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray], Sequence[np.ndarray]]:
+    """The quantized node's (input weights, recurrent weights, biases), each in GATES order."""
+    arrays = [graph.constant(name) for name in node.inputs[1:13]]
+    return arrays[0:4], arrays[4:8], arrays[8:12]
+
+
+__all__ = ["GATES", "RECURRENT_KERNELS", "integers", "lstm_constants", "quantize"]

@@ -1,0 +1,219 @@
+"""TFLite's recurrent layers from TFLM's own int8 models: UNIDIRECTIONAL_SEQUENCE_LSTM (mnist_lstm,
+micro_speech_lstm) and SVDF (keyword_scrambled, int16 state), run by Fixpoint's int8 reference executor
+against TFLM's interpreter byte for byte - every layer, over several invokes in a row, the state carried
+from one to the next as TFLM carries its variable tensors - and what cannot run on CMSIS-NN refused."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tflite
+
+from quantcore import pipeline
+from quantcore.errors import ModelError
+from quantcore.importers._tflite_read import read_model
+from quantcore.quantize.consistency import problems
+from quantcore.quantize.document import from_document
+from quantcore.runtime import int8_exec
+from quantcore.verify import tflm as tflm_compare
+from tests import tflm
+
+INVOKES = 6
+INT16_FEATURES = 3000
+"""The int16 input range the keyword models get (|q| <= 3000, ~1.9 at their scale 0.000625)."""
+BIAS_DIVISOR = 1000
+"""keyword_scrambled's scrambled SVDF biases saturate every output; divided by this they do not."""
+
+
+def _vector(table: object, slot: int) -> int:
+    """The file position of a flatbuffer vector field's first element."""
+    tab = table._tab  # type: ignore[attr-defined]
+    return int(tab.Vector(tab.Offset(slot)))
+
+
+def _with_lstm_input(raw: bytes, position: int, tensor: int) -> bytes:
+    """trained_lstm_int8 with input `position` of its LSTM (operator 0) set to `tensor` (-1: absent)."""
+    data = bytearray(raw)
+    op = tflite.Model.GetRootAsModel(raw, 0).Subgraphs(0).Operators(0)
+    struct.pack_into("<i", data, _vector(op, 6) + 4 * position, tensor)
+    return bytes(data)
+
+
+@pytest.fixture(scope="module")
+def unsaturated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("svdf") / "keyword_scrambled_bias.tflite"
+    path.write_bytes(tflm.svdf_biases_divided(tflm.model("keyword_scrambled").read_bytes(), BIAS_DIVISOR))
+    return path
+
+
+def _path(name: str, unsaturated: Path) -> Path:
+    return unsaturated if name == "unsaturated" else tflm.model(name)
+
+
+def _inputs(interpreter: object, seed: int) -> np.ndarray:
+    """INVOKES seeded inputs: int8 over the whole range, int16 features within INT16_FEATURES."""
+    details = interpreter.get_input_details(0)  # type: ignore[attr-defined]
+    dtype = np.dtype(details["dtype"])
+    bound = 127 if dtype == np.int8 else INT16_FEATURES
+    rng = np.random.default_rng(seed)
+    return rng.integers(-bound - 1, bound + 1, size=(INVOKES, *details["shape"][1:])).astype(dtype)
+
+
+def _tflm_layers(path: Path, xs: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+    """Every named tensor after each of TFLM's invokes, in a row (one interpreter: its state carried)."""
+    interpreter = tflm.interpreter(path)
+    indices = {t.name: t.index for t in read_model(path.read_bytes(), str(path)).tensors}
+    rows: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for x in xs:
+        interpreter.set_input(x[np.newaxis], 0)
+        interpreter.invoke()
+        for name in names:
+            rows[name].append(np.array(interpreter.GetTensor(indices[name], 0)["tensor_data"]).reshape(-1))
+    return {name: np.stack(row) for name, row in rows.items()}
+
+
+MODELS = ["trained_lstm_int8", "micro_speech_lstm", "keyword_scrambled", "unsaturated"]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_every_layer_matches_tflm_over_invokes_in_a_row(name: str, unsaturated: Path) -> None:
+    path = _path(name, unsaturated)
+    qgraph = pipeline.quantize_imported(pipeline.load_model(path)).qgraph
+    xs = _inputs(tflm.interpreter(path), seed=21)
+    names = [n.outputs[0] for n in qgraph.nodes]
+    theirs = _tflm_layers(path, xs, names)
+    env = int8_exec.run(qgraph, {qgraph.inputs[0]: xs})
+    differing = {n: int(np.count_nonzero(env[n].reshape(INVOKES, -1) != theirs[n])) for n in names}
+    assert differing == dict.fromkeys(names, 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "layer", "distinct"), [("trained_lstm_int8", 0, 200), ("unsaturated", 1, 20)]
+)
+def test_the_state_is_carried_from_one_invoke_to_the_next(
+    name: str, layer: int, distinct: int, unsaturated: Path
+) -> None:
+    """The recurrent layer's output takes many values (the check is not met by a saturated layer), and
+    running each invoke from the reset state instead of the carried one gives other bytes than TFLM's."""
+    path = _path(name, unsaturated)
+    qgraph = pipeline.quantize_imported(pipeline.load_model(path)).qgraph
+    xs = _inputs(tflm.interpreter(path), seed=5)
+    out = qgraph.nodes[layer].outputs[0]
+    theirs = _tflm_layers(path, xs, [out])[out]
+    carried = int8_exec.run(qgraph, {qgraph.inputs[0]: xs})[out].reshape(INVOKES, -1)
+    fresh = np.concatenate([int8_exec.run(qgraph, {qgraph.inputs[0]: x[np.newaxis]})[out] for x in xs])
+    assert np.array_equal(carried, theirs)
+    assert np.unique(carried).size >= distinct
+    assert np.count_nonzero(fresh.reshape(INVOKES, -1) != theirs) > 0
+
+
+def test_lstm_parameters_are_tflms() -> None:
+    """mnist_lstm: input zero point -128, hidden state zero point 0 (scale 0.0078), cell state 2^-12 and
+    cell clip 10: every integer TFLM's CMSIS-NN glue passes, computed as it computes them."""
+    qgraph = pipeline.quantize_imported(pipeline.load_model(tflm.model("trained_lstm_int8"))).qgraph
+    node = qgraph.nodes[0]
+    params = dict(node.attr("params"))
+    gates = params.pop("gates")
+    assert node.attr("kernel") == "arm_lstm_unidirectional_s8"
+    assert params == {
+        "time_major": False,
+        "input_offset": 128,
+        "hidden_offset": 0,
+        "forget_to_cell_multiplier": 1 << 30,  # 2^-15 * s_cell / s_cell = 2^-15
+        "forget_to_cell_shift": -14,
+        "input_to_cell_multiplier": 1 << 30,  # 2^-15 * 2^-15 / 2^-12 = 2^-18
+        "input_to_cell_shift": -17,
+        "output_multiplier": 2146304392,  # 2^-30 / 0.0078168
+        "output_shift": -23,
+        "output_offset": 0,
+        "cell_clip": 32767,  # 10 / 2^-12 = 40960, clamped to int16
+        "cell_scale_power": -12,
+        "cell_activation": "tanh",
+    }
+    assert gates["forget"] == {
+        "input_multiplier": 2042355287,
+        "input_shift": -3,
+        "hidden_multiplier": 1590606064,
+        "hidden_shift": -2,
+    }
+
+
+@pytest.mark.parametrize("name", ["trained_lstm_int8", "keyword_scrambled"])
+def test_params_json_rebuilds_the_same_layers(name: str) -> None:
+    model = pipeline.load_model(tflm.model(name))
+    result = pipeline.quantize_imported(model)
+    assert list(problems(result.document)) == []
+    rebuilt = from_document(model.graph, result.document)
+    xs = _inputs(tflm.interpreter(tflm.model(name)), seed=3)
+    ours = int8_exec.run(result.qgraph, {result.qgraph.inputs[0]: xs})
+    again = int8_exec.run(rebuilt, {rebuilt.inputs[0]: xs})
+    assert all(np.array_equal(ours[n.outputs[0]], again[n.outputs[0]]) for n in result.qgraph.nodes)
+
+
+def test_tflm_comparison_reads_the_int16_edges() -> None:
+    """keyword_scrambled takes int16 features and answers int16 (its softmax) behind an int32 QUANTIZE:
+    `fixpoint evaluate`'s TFLM line compares the int16 values."""
+    model = pipeline.load_model(tflm.model("keyword_scrambled"))
+    result = pipeline.quantize_imported(model)
+    quant = result.qgraph.tensor(result.qgraph.inputs[0]).quant
+    assert quant is not None and quant.dtype.label == "int16"
+    q = np.random.default_rng(8).integers(-INT16_FEATURES, INT16_FEATURES + 1, size=(INVOKES, 96))
+    x = tflm.real_values(q, float(quant.scale), int(quant.zero_point))
+    comparison = tflm_compare.compare(str(model.path), model.graph, result.qgraph, x)
+    assert (comparison.mismatched_bytes, comparison.compared_bytes, comparison.samples) == (
+        0,
+        2 * INVOKES,
+        INVOKES,
+    )
+
+
+REFUSALS = {
+    "peepholes": (
+        9,
+        7,
+        "operator 0 UNIDIRECTIONAL_SEQUENCE_LSTM (output 'tfl.unidirectional_sequence_lstm'): it has peephole"
+        " weights (CMSIS-NN's arm_lstm_unidirectional_s8 has no peephole connections)",
+    ),
+    "projection": (
+        16,
+        8,
+        "operator 0 UNIDIRECTIONAL_SEQUENCE_LSTM (output 'tfl.unidirectional_sequence_lstm'): it has a"
+        " projection layer (CMSIS-NN's arm_lstm_unidirectional_s8 has none)",
+    ),
+    "cifg": (
+        1,
+        -1,
+        "operator 0 UNIDIRECTIONAL_SEQUENCE_LSTM (output 'tfl.unidirectional_sequence_lstm'): it couples the"
+        " input and forget gates (CIFG: no input gate weights); CMSIS-NN's kernel needs all four gates",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_what_cmsis_nns_lstm_lacks_is_refused_naming_the_operator(case: str, tmp_path: Path) -> None:
+    position, tensor, why = REFUSALS[case]
+    path = tmp_path / "lstm.tflite"
+    path.write_bytes(_with_lstm_input(tflm.model("trained_lstm_int8").read_bytes(), position, tensor))
+    with pytest.raises(ModelError) as error:
+        pipeline.load_model(path)
+    assert str(error.value) == f"{path}: 1 operator is not supported: {why}; re-convert the model with" + (
+        " supported operators in their place (SUPPORTED_OPS.md)"
+    )
+
+
+def test_the_lstm_state_is_declared_outside_the_arena_and_counted(tmp_path: Path) -> None:
+    """mnist_lstm (batch 1, 20 units): int8 hidden + int16 cell state + two int16 work buffers = 140 B of
+    the layer's own static buffers, which model.h declares and the memory audit reads."""
+    from quantcore.codegen.generate import generate
+    from quantcore.targets.build import read_header
+
+    qgraph = pipeline.quantize_imported(pipeline.load_model(tflm.model("trained_lstm_int8"))).qgraph
+    generate(qgraph, tmp_path / "model", force=True)
+    header = read_header(tmp_path / "model")
+    assert header.state_bytes == 20 * (1 + 2 + 2 + 2)
+    source = (tmp_path / "model" / "model.c").read_text()
+    assert "static int8_t l0_tfl_unidirectional_sequence_lstm_hidden_state[20];" in source
+    assert "static int16_t l0_tfl_unidirectional_sequence_lstm_cell_state[20];" in source
