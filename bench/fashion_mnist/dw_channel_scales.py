@@ -14,8 +14,11 @@ Calibration sets: set i is images [i * N, (i + 1) * N) of calib_1000.npz, N = --
 calib_N.npz). With --calib-sets K > 1 the K disjoint sets show how much of a top-1 difference is the
 choice of calibration images: per set the images whose int8 class differs between off and auto (how many
 each gets right, and the float model's margin between its two highest logits on them), then the mean and
-spread of the top-1 and SQNR differences over the sets. Run it from a tree without the option to get
-that tree's figures alone (printed as "default").
+spread of the top-1 and SQNR differences over the sets, and a 95 % bootstrap interval of that mean top-1
+difference over the evaluation images (resampled with replacement, seeded): the calibration sets share
+the evaluation images, so their spread alone misses how much the difference depends on which images
+are scored. Run it from a tree without the option to get that tree's figures alone (printed as
+"default").
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ def main() -> int:
             x, y = fmnist.held_out()
             splits.append(_split(model, "held-out", data.DataSet(x, y)))
         differences: dict[str, list[tuple[float, float]]] = {s.name: [] for s in splits}
+        per_image: dict[str, list[np.ndarray]] = {s.name: [] for s in splits}
         for index in range(args.calib_sets):
             calib = data.DataSet(pool.x[index * args.calib : (index + 1) * args.calib])
             predictions: dict[str, dict[str, np.ndarray]] = {}
@@ -92,15 +96,26 @@ def main() -> int:
                 for split in splits:
                     off, auto = predictions[split.name]["off"], predictions[split.name]["auto"]
                     differences[split.name].append(_flips(path.stem, index, split, off, auto))
+                    y = split.data.y
+                    per_image[split.name].append((auto.argmax(1) == y).astype(float) - (off.argmax(1) == y))
         for split in splits:
             if len(differences[split.name]) > 1:
                 top1, sqnr = np.array(differences[split.name]).T
                 print(
                     f"{path.stem:8} {split.name}: auto - off over {len(top1)} calibration sets: top-1"
                     f" {top1.mean():+.3f} points (sd {top1.std(ddof=1):.3f}, {np.sum(top1 < 0)} sets lower,"
-                    f" {np.sum(top1 > 0)} higher), output SQNR {sqnr.mean():+.2f} dB (min {sqnr.min():+.2f})"
+                    f" {np.sum(top1 > 0)} higher), output SQNR {sqnr.mean():+.2f} dB (min {sqnr.min():+.2f});"
+                    f" 95 % interval over the images {_interval(np.mean(per_image[split.name], axis=0))}"
                 )
     return 0
+
+
+def _interval(difference: np.ndarray, draws: int = 4000) -> str:
+    """95 % bootstrap interval of the mean of `difference` (per image, top-1 points once scaled)."""
+    rng = np.random.default_rng(0)
+    means = [100 * difference[rng.integers(0, len(difference), len(difference))].mean() for _ in range(draws)]
+    low, high = np.percentile(means, [2.5, 97.5])
+    return f"[{low:+.3f}, {high:+.3f}] points"
 
 
 def _split(model: pipeline.LoadedModel, name: str, split: data.DataSet) -> Split:
