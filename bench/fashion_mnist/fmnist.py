@@ -90,3 +90,12 @@ def _save(path: Path, **arrays: np.ndarray) -> None:
     tmp = path.with_name(path.stem + ".tmp.npz")
     np.savez(tmp, **arrays)
     os.replace(tmp, path)
+
+
+def held_out() -> tuple[np.ndarray, np.ndarray]:
+    """The train-split images neither in the training subset nor in the calibration pool (x, y): unseen,
+    in-distribution data beside t10k, e.g. to decide a rule without tuning it on the test set."""
+    x, y = load_split("train")
+    perm = np.random.default_rng(SEED).permutation(len(x))
+    rest = perm[TRAIN_SAMPLES:-CALIB_MAX]
+    return x[rest], y[rest]
