@@ -47,8 +47,9 @@ def fully_connected_s8(
     mult, shft = _quant(args, multiplier, shift, out_ch, per_channel)
     in_off = args.integer("input_offset", input_offset, -127, 128)
     w_off = args.integer("filter_offset", filter_offset, -127, 128)
-    out_off = args.integer("output_offset", output_offset, INT8_MIN, INT8_MAX)
-    lo, hi = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
+    # Any int32 (the C adds it to the requantized int32, then clamps); only the schema keeps it in int8.
+    out_off = args.integer("output_offset", output_offset, INT32_MIN, INT32_MAX)
+    lo, hi = args.activation(act_min, act_max)
 
     flat = x.reshape(x.shape[0], depth)
     rhs_int = weights.T.astype(np.int64) + w_off
