@@ -268,9 +268,12 @@ def test_conv_rejects_per_channel_arrays_of_the_wrong_length() -> None:
     )
 
 
-def test_activation_range_is_int16() -> None:
-    _rejects("act_max", convolve_s16, X1, W1, None, act_max=32768, **_scales(0))
-    _rejects("act_min", depthwise_conv_s16, X1, W1, None, act_min=10, act_max=9, **_scales(0))
+def test_clamps_are_the_cs_for_any_int32_limits() -> None:
+    # The C clamps the requantized int32 with MIN(MAX(v, act_min), act_max) and casts to int16: 1 clamped to
+    # [40000, 50000] is 40000, stored as 40000 - 65536; crossed limits give act_max.
+    assert convolve_s16(X1, W1, None, act_min=40000, act_max=50000, **_scales(0)).item() == -25536
+    assert depthwise_conv_s16(X1, W1, None, act_min=10, act_max=9, **_scales(0)).item() == 9
+    _rejects("act_max", convolve_s16, X1, W1, None, act_max=2**31, **_scales(0))
 
 
 def test_conv_rejects_more_than_65535_columns_with_an_odd_pixel_count() -> None:
