@@ -47,9 +47,10 @@ SHIFT_RANGE = (-31, 30)
 # QuantizeMultiplierSmallerThanOneExp), but the C runs arm_nn_requantize, defined for any shift in
 # SHIFT_RANGE: a positive shift is the quantizer's and the schema's concern, not the kernel's.
 ADD_SHIFT_RANGE = SHIFT_RANGE
-# Input offsets stay in [-127, 128] (= -zero_point): max_left_shift below is derived from |x + offset| <= 255,
-# and with a wider offset (x + offset) << left_shift (add) can overflow int32, undefined in C. The output offset is any int32 (its C type):
-# the C adds it to the requantized int32 and clamps (the schema keeps int8 zero points in [-128, 127]).
+# Input offsets stay in [-127, 128] (= -zero_point): max_left_shift below is derived from |x + offset| <= 255;
+# with a wider offset the add's (x + offset) << left_shift and the mul's product can overflow int32,
+# undefined in C. The output offset is any int32 (its C type): the C adds it to the requantized int32 and
+# clamps (the schema keeps int8 zero points in [-128, 127]).
 S8_INPUT_OFFSET_RANGE = (-127, 128)
 S8_OUTPUT_OFFSET_RANGE = (INT32_MIN, INT32_MAX)
 

@@ -199,8 +199,8 @@ def _check_max_pool_clamp(args: Args, act: tuple[int, int], fmt: _Format) -> Non
         if not fmt.lo <= value <= fmt.hi:
             raise args.fail(
                 name,
-                f"must be in [{fmt.lo}, {fmt.hi}], got {value}: {args.kernel} narrows its clamp to the output "
-                "type differently in its pure-C and vector builds",
+                f"must be in [{fmt.lo}, {fmt.hi}], got {value}: {args.kernel} narrows its clamp to the "
+                "output type differently in its pure-C and vector builds",
             )
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from quantcore.errors import KernelArgumentError
 from quantcore.kernels import fully_connected, pooling
+from quantcore.kernels.int4 import fully_connected_s4
 from quantcore.kernels.requantize import Rounding
 from tests.integration.kernel_harness import KERNELS, describe, mismatch, run_calls
 from tests.integration.test_kernels_vs_c import SEED, cases, executable
@@ -74,7 +75,7 @@ def _int16_offsets(case: Case, rng: Gen) -> Case:
 
 
 def _is_s8(case: Case) -> bool:
-    data = case.get("x", case.get("a"))
+    data: np.ndarray = case["x"] if "x" in case else case["a"]
     return bool(data.dtype == np.int8)
 
 
@@ -144,18 +145,30 @@ def test_the_changed_clamps_decide_some_outputs(variant: str) -> None:
 
 
 def test_fully_connected_s4_output_offset_128_is_computed() -> None:
-    # The issue's case: arm_fully_connected_s4 adds output_offset to the requantized int32 and clamps
-    # (arm_nn_vec_mat_mult_t_s4). Hand-derived: x = [1, 2], weights [[3, -1]] packed as 0xF3, no bias,
-    # input_offset 0, multiplier 2^30 (one half), shift 1: acc = 3 - 2 = 1, requantized 1 * 2^30 * 2 / 2^31
-    # = 1; + 128 = 129, clamped to 127. With act_min -128, act_max 127 the clamp gives 127; with a clamp
-    # reaching 200 the C's int8 cast of 129 gives -127.
-    from quantcore.kernels.int4 import fully_connected_s4
-
+    # The issue's case: arm_fully_connected_s4 adds output_offset to the requantized int32, clamps and casts
+    # (arm_nn_vec_mat_mult_t_s4). Hand-derived: x = [1, 2], weights [[3, -1]] packed in one byte 0xF3 (low
+    # nibble first), no bias, input_offset 0, multiplier 2^30 with shift 1 (a unit scale): acc = 3 - 2 = 1,
+    # + 128 = 129, which int8's clamp makes 127; with act_max 200 the C's int8 cast of 129 gives -127.
+    # (arm_fully_connected_s4 compiled for the host writes these two bytes for these calls.)
     x = np.array([[1, 2]], dtype=np.int8)
-    packed = np.array([np.int8(-13)], dtype=np.int8)  # 0xF3: low nibble 3, high nibble -1
-    call = dict(weights_shape=(1, 2), multiplier=2**30, shift=1, input_offset=0, output_offset=128)
-    assert fully_connected_s4(x, packed, None, **call).tolist() == [[127]]
-    assert fully_connected_s4(x, packed, None, **call, act_max=200).tolist() == [[-127]]
+    packed = np.array([0xF3], dtype=np.uint8).view(np.int8)
+
+    def call(act_max: int) -> list[list[int]]:
+        out = fully_connected_s4(
+            x,
+            packed,
+            None,
+            weights_shape=(1, 2),
+            multiplier=2**30,
+            shift=1,
+            input_offset=0,
+            output_offset=128,
+            act_max=act_max,
+        )
+        return [[int(v) for v in row] for row in out]
+
+    assert call(act_max=127) == [[127]]
+    assert call(act_max=200) == [[-127]]
 
 
 @pytest.mark.parametrize(
@@ -183,5 +196,5 @@ def _fc(**change: int) -> Any:
     return fully_connected.fully_connected_s8(x, w, None, **args)
 
 
-def _max_pool(**change: int) -> Any:
-    return pooling.max_pool_s8(np.zeros((1, 2, 2, 1), np.int8), kernel=(2, 2), **change)
+def _max_pool(act_max: int) -> Any:
+    return pooling.max_pool_s8(np.zeros((1, 2, 2, 1), np.int8), kernel=(2, 2), act_max=act_max)

@@ -40,7 +40,13 @@ def test_scatter_by_hand() -> None:
 def test_output_offset_and_clamp_outside_int8_are_the_cs() -> None:
     # [-8, -6, 53, -4, 80] + 128 = [120, 122, 181, 124, 208]: clamped to int8's 127, or, with act_max 255,
     # cast to int8 as the C casts (181 - 256 = -75, 208 - 256 = -48); crossed limits give act_max.
-    assert transpose_conv_s8(X, W, BIAS, **_unit(output_offset=128)).ravel().tolist() == [120, 122, 127, 124, 127]
+    assert transpose_conv_s8(X, W, BIAS, **_unit(output_offset=128)).ravel().tolist() == [
+        120,
+        122,
+        127,
+        124,
+        127,
+    ]
     wide = transpose_conv_s8(X, W, BIAS, **_unit(output_offset=128, act_max=255))
     assert wide.ravel().tolist() == [120, 122, -75, 124, -48]
     crossed = transpose_conv_s8(X, W, BIAS, **_unit(act_min=10, act_max=5))
