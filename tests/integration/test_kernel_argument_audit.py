@@ -1,12 +1,13 @@
 """The reference computes what compiled CMSIS-NN computes for arguments outside the quantizer's policy.
 
 Issue 21's audit (quantcore/kernels/__init__.py lists every check and why it stays or went) removed the
-reference's policy checks - an int8 output zero point in [-128, 127], an activation clamp inside the output
-type and not crossed, an add's rescaling shift <= 0, a zero offset for the int16 kernels - because the C
-computes those calls without undefined behaviour. Here the seeded random calls of test_kernels_vs_c get such
-values and compiled CMSIS-NN (the host build, both roundings) must write the reference's bytes: an output
-offset of 128 or far outside int8 (the clamp then decides), clamps wider than the type (the cast keeps the
-low bits) or crossed (every value becomes act_max), positive add shifts, non-zero int16 offsets.
+reference's policy checks - an int8 output zero point in [-128, 127], fully connected input / filter offsets
+that are negated int8 zero points, an activation clamp inside the output type and not crossed, an add's
+rescaling shift <= 0, a zero offset for the int16 kernels - because the C computes those calls without
+undefined behaviour, alike in its builds. Here the seeded random calls of test_kernels_vs_c get such values
+and compiled CMSIS-NN (the host build, both roundings) must write the reference's bytes: an output offset of
+128 or far outside int8 (the clamp then decides), offsets up to int16's end, clamps wider than the type (the
+cast keeps the low bits) or crossed (every value becomes act_max), positive add shifts, int16 offsets.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 from quantcore.errors import KernelArgumentError
-from quantcore.kernels import fully_connected, pooling
+from quantcore.kernels import conv, fully_connected, pooling
 from quantcore.kernels.int4 import fully_connected_s4
 from quantcore.kernels.requantize import Rounding
 from tests.integration.kernel_harness import KERNELS, describe, mismatch, run_calls
@@ -57,6 +58,12 @@ def _crossed_clamp(case: Case, rng: Gen) -> Case:
     return case | {"act_min": lo, "act_max": lo - int(rng.integers(1, 50))}
 
 
+def _wide_fc_offsets(case: Case, rng: Gen) -> Case:
+    """Fully connected input and filter offsets beyond a negated int8 zero point, up to the int16 lanes'."""
+    choices = (129, -128, 1000, -5000, 32640, -32640)
+    return case | {"input_offset": int(rng.choice(choices)), "filter_offset": int(rng.choice((*choices, 0)))}
+
+
 def _positive_add_shifts(case: Case, rng: Gen) -> Case:
     """An add whose input and output rescaling shifts are positive (TFLite never makes them). The left shift
     is lowered so that (x + offset) << left_shift << shift stays well inside int32."""
@@ -88,6 +95,9 @@ VARIANTS: dict[str, Callable[[Case, Gen], Case]] = {
     "arm_fully_connected_s8/clamp": _wide_clamp,
     "arm_fully_connected_per_channel_s8/output_offset": _wide_output_offset("output_offset"),
     "arm_fully_connected_wrapper_s8/clamp": _wide_clamp,
+    "arm_fully_connected_s8/offsets": _wide_fc_offsets,
+    "arm_fully_connected_per_channel_s8/offsets": _wide_fc_offsets,
+    "arm_fully_connected_wrapper_s8/offsets": _wide_fc_offsets,
     "arm_avgpool_s8/clamp": _wide_clamp,
     "arm_max_pool_s8/clamp": _crossed_clamp,
     "arm_elementwise_add_s8/out_offset": _wide_output_offset("out_offset"),
@@ -176,8 +186,11 @@ def test_fully_connected_s4_output_offset_128_is_computed() -> None:
     [
         # 1 << 31 and a right shift by 32 are undefined in C: kept.
         (lambda: _fc(shift=31), "shift", "must be in [-31, 30]"),
-        # (int8_t)-input_offset pads arm_convolve_s8 and DSP/MVE builds add it in int16 lanes: kept.
-        (lambda: _fc(input_offset=129), "input_offset", "must be in [-127, 128]"),
+        # The DSP build adds the offsets in int16 lanes: kept where int8 + offset leaves int16.
+        (lambda: _fc(input_offset=32641), "input_offset", "must be in [-32640, 32640]"),
+        (lambda: _fc(filter_offset=-32641), "filter_offset", "must be in [-32640, 32640]"),
+        # (int8_t)-input_offset pads arm_convolve_s8's im2col buffer: kept.
+        (lambda: _conv(input_offset=129), "input_offset", "must be in [-127, 128]"),
         # The MVE build of arm_max_pool_s8 narrows its clamp to int8 lanes, the pure-C build does not: kept.
         (lambda: _max_pool(act_max=128), "act_max", "narrows its clamp"),
     ],
@@ -194,6 +207,12 @@ def _fc(**change: int) -> Any:
     args: dict[str, Any] = dict(multiplier=2**30, shift=0, input_offset=0, output_offset=0) | change
     x, w = np.zeros((1, 2), np.int8), np.zeros((1, 2), np.int8)
     return fully_connected.fully_connected_s8(x, w, None, **args)
+
+
+def _conv(input_offset: int) -> Any:
+    x, w = np.zeros((1, 2, 2, 1), np.int8), np.zeros((1, 1, 1, 1), np.int8)
+    quant = dict(multiplier=np.array([2**30], np.int32), shift=np.array([0], np.int32))
+    return conv.convolve_s8(x, w, None, **quant, input_offset=input_offset, output_offset=0)
 
 
 def _max_pool(act_max: int) -> Any:
