@@ -32,8 +32,10 @@ Quant = tuple[I64, I64, I64]  # bias (zeros for NULL), multiplier, shift; all in
 
 # arm_nnsupportfunctions.h: the columns the s16 matrix kernels accumulate in int32 before going to int64.
 MAX_COL_COUNT = 512
-# arm_nn_requantize_s64 documents shift in [-31, 7] (it shifts by 14 - shift); arm_nn_requantize [-31, 30].
-SHIFT_S64 = (-31, 7)
+# arm_nn_requantize_s64 documents shift in [-31, 7], but it shifts an int64 right by 14 - shift, defined for
+# any shift in [-49, 14] (every build runs that one scalar function; the int32 it narrows to keeps the low
+# bits, as requantize_s64 models). arm_nn_requantize: 1 << shift and a right shift by -shift need [-31, 30].
+SHIFT_S64 = (-49, 14)
 SHIFT_S32 = (-31, 30)
 # Bound on the float64 im2col matrix built at once; larger batches are processed in slices.
 _IM2COL_BYTES = 64 * 2**20

@@ -64,6 +64,18 @@ def _wide_fc_offsets(case: Case, rng: Gen) -> Case:
     return case | {"input_offset": int(rng.choice(choices)), "filter_offset": int(rng.choice((*choices, 0)))}
 
 
+def _s64_shifts(case: Case, rng: Gen) -> Case:
+    """arm_nn_requantize_s64 shifts beyond its documented [-31, 7]: up to 14 (a shift by 0) and down to -49
+    (a shift by 63). A large left shift overflows the int32 the C narrows to, which keeps the low bits."""
+    shift = case["shift"]
+    drawn = rng.choice((*range(8, 15), *range(-49, -31)), size=np.shape(shift))
+    changed = case | {"shift": drawn.astype(np.int32) if isinstance(shift, np.ndarray) else int(drawn)}
+    if changed.get("int32_bias"):  # the int32-bias convolution requantizes with arm_nn_requantize instead
+        bias = changed["bias"]
+        changed |= {"int32_bias": False, "bias": None if bias is None else bias.astype(np.int64)}
+    return changed
+
+
 def _positive_add_shifts(case: Case, rng: Gen) -> Case:
     """An add whose input and output rescaling shifts are positive (TFLite never makes them). The left shift
     is lowered so that (x + offset) << left_shift << shift stays well inside int32."""
@@ -113,6 +125,9 @@ VARIANTS: dict[str, Callable[[Case, Gen], Case]] = {
     "arm_convolve_wrapper_s16/clamp": _wide_clamp,
     "arm_depthwise_conv_wrapper_s16/clamp": _wide_clamp,
     "arm_fully_connected_s16/clamp": _wide_clamp,
+    "arm_fully_connected_s16/shift": _s64_shifts,
+    "arm_convolve_wrapper_s16/shift": _s64_shifts,
+    "arm_depthwise_conv_wrapper_s16/shift": _s64_shifts,
     "arm_avgpool_s16/clamp": _wide_clamp,
     "arm_max_pool_s16/clamp": _crossed_clamp,
 }

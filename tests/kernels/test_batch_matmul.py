@@ -107,7 +107,7 @@ def test_s8_bad_arguments_name_the_argument(change: dict[str, object], argument:
     ("change", "argument"),
     [
         ({"lhs": LHS}, "lhs"),  # int8 operands belong to batch_matmul_s8
-        ({"shift": 8}, "shift"),  # arm_nn_requantize_s64 shifts by 14 - shift
+        ({"shift": 15}, "shift"),  # arm_nn_requantize_s64 shifts by 14 - shift: negative beyond 14
     ],
 )
 def test_s16_bad_arguments_name_the_argument(change: dict[str, object], argument: str) -> None:
