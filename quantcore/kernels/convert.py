@@ -3,9 +3,8 @@
 CMSIS-NN has no such function; the generated C carries a small one that computes exactly this with
 arm_nn_requantize (so it follows the build's rounding):
     out = clamp(requantize(x + input_offset, multiplier, shift) + output_offset, act_min, act_max)
-Its checks are the C's definedness only (x + input_offset in int32, a shift arm_nn_requantize can shift by,
-the multiplier range every build computes alike); zero points and clamps inside the types are the
-quantizer's and the schema's rules.
+Its checks are the C's definedness only (x + input_offset in int32, a shift arm_nn_requantize can shift
+by); zero points, multipliers and clamps inside the types are the quantizer's and the schema's rules.
 """
 
 from __future__ import annotations
@@ -43,7 +42,8 @@ def requantize_tensor(
     args.integer("input_offset", input_offset, INT32_MIN - lo_in, INT32_MAX - hi_in)
     # The output offset is added in int64 and the clamp compares int64s: any int32 is defined.
     args.integer("output_offset", output_offset, INT32_MIN, INT32_MAX)
-    args.integer("multiplier", multiplier, INT32_MIN + 1, INT32_MAX)
+    # The generated C's scalar arm_nn_requantize (no vector build of it) is defined for every int32 multiplier.
+    args.integer("multiplier", multiplier, INT32_MIN, INT32_MAX)
     args.integer("shift", shift, -31, 30)
     lo, hi = args.activation(act_min, act_max)
     out = requantize(x.astype(np.int64) + input_offset, multiplier, shift, rounding) + output_offset

@@ -115,6 +115,18 @@ def test_requantize_kernel_literals() -> None:
         out_dtype=np.int8,
     )
     assert wide.tolist() == [127, 127, 127, 127]
+    # Any int32 multiplier: INT32_MIN is -1.0, so 1 becomes (1 * -2^31 + 2^30) >> 31 = -1.
+    negative = requantize_tensor(
+        np.array([1], np.int8),
+        input_offset=0,
+        output_offset=0,
+        multiplier=-(2**31),
+        shift=0,
+        act_min=-128,
+        act_max=127,
+        out_dtype=np.int8,
+    )
+    assert negative.tolist() == [-1]
     # The C adds input_offset to the input in int32: an offset that can overflow there is refused.
     with pytest.raises(KernelArgumentError, match="'input_offset'"):
         requantize_tensor(
