@@ -10,8 +10,8 @@ out of range, an index out of bounds, a division by zero, output left unwritten;
 modelled as the targets' two's-complement wrap), a call the C itself rejects (ARM_CMSIS_NN_ARG_ERROR), or a
 value for which CMSIS-NN's pure-C, DSP (Cortex-M4) and MVE (Cortex-M55) builds write different bytes, so that
 no single answer is "what the C computes" for the firmware being verified. Policy - an int8 zero point in
-[-128, 127], a clamp inside the output type, TFLite's shift conventions - belongs to the quantizer, the quant-
-params schema (quantcore/schema) and the language server's rules, which explain it to the user.
+[-128, 127], a clamp inside the output type, TFLite's shift conventions - belongs to the quantizer, the
+quant-params schema (quantcore/schema) and the language server's rules, which explain it to the user.
 tests/integration/test_kernel_argument_audit.py holds the formerly refused values to compiled CMSIS-NN.
 
 Kernel(s) | argument | check (before -> after) | kept or removed, and why:
