@@ -42,7 +42,7 @@ def requantize_tensor(
     args.integer("input_offset", input_offset, INT32_MIN - lo_in, INT32_MAX - hi_in)
     # The output offset is added in int64 and the clamp compares int64s: any int32 is defined.
     args.integer("output_offset", output_offset, INT32_MIN, INT32_MAX)
-    # The generated C's scalar arm_nn_requantize (no vector build of it) is defined for every int32 multiplier.
+    # The generated C runs the scalar arm_nn_requantize (no vector build): defined for any int32 multiplier.
     args.integer("multiplier", multiplier, INT32_MIN, INT32_MAX)
     args.integer("shift", shift, -31, 30)
     lo, hi = args.activation(act_min, act_max)
