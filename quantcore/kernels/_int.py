@@ -71,13 +71,18 @@ class Args:
             raise self.fail(name, f"must be an (h, w) pair of integers, got {value!r}")
         return (self.integer(f"{name}[0]", value[0], lo, hi), self.integer(f"{name}[1]", value[1], lo, hi))
 
-    def activation(self, act_min: Any, act_max: Any, lo: int, hi: int) -> tuple[int, int]:
-        """Check an activation clamp lies inside the output type and is not empty."""
-        a = self.integer("act_min", act_min, lo, hi)
-        b = self.integer("act_max", act_max, lo, hi)
-        if a > b:
-            raise self.fail("act_min", f"must not exceed act_max ({a} > {b})")
-        return a, b
+    def activation(self, act_min: Any, act_max: Any) -> tuple[int, int]:
+        """An activation clamp as cmsis_nn_activation holds it: two int32s, in no required order.
+
+        The C clamps with MIN(MAX(v, act_min), act_max) in int32 and casts the result to the output type, so
+        limits outside the type or act_min > act_max (every value becomes act_max) are well defined; the
+        kernels compute them so (np.clip applies the same MAX-then-MIN order, astype keeps the low bits as
+        gcc's and armclang's conversion does). Keeping clamps inside the type is the quant-params schema's
+        check, not the kernel's."""
+        return (
+            self.integer("act_min", act_min, INT32_MIN, INT32_MAX),
+            self.integer("act_max", act_max, INT32_MIN, INT32_MAX),
+        )
 
     def int_values(self, name: str, value: np.ndarray[Any, Any], lo: int, hi: int) -> None:
         """Check every element of an integer array lies in [lo, hi] (e.g. shifts, multipliers)."""

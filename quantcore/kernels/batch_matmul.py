@@ -69,11 +69,13 @@ def batch_matmul_s8(
     # Offsets are negated zero points, so +128 is possible and -128 is not.
     lhs_off = args.integer("input_offset", input_offset, -127, 128)
     rhs_off = args.integer("filter_offset", filter_offset, -127, 128)
-    out_off = args.integer("output_offset", output_offset, INT8_MIN, INT8_MAX)
-    lo, hi = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
+    # Any int32 (the C adds it to the requantized int32, then clamps); only the schema keeps it in int8.
+    out_off = args.integer("output_offset", output_offset, INT32_MIN, INT32_MAX)
+    lo, hi = args.activation(act_min, act_max)
 
     acc = _exact_matmul(lhs.astype(np.float64) + lhs_off, rhs.astype(np.float64) + rhs_off, _S8_BLOCK)
-    out = requantize(wrap32(acc), mult, shft, rounding) + out_off
+    # The C adds the offset in int32 (wrapping there on the targets), clamps, and casts to int8.
+    out = wrap32(requantize(wrap32(acc), mult, shft, rounding) + out_off)
     return np.clip(out, lo, hi).astype(np.int8)
 
 
@@ -91,7 +93,7 @@ def batch_matmul_s16(
     lhs, rhs = _operands(args, lhs, rhs, np.int16)
     mult = args.integer("multiplier", multiplier, INT32_MIN + 1, INT32_MAX)
     shft = args.integer("shift", shift, *SHIFT_S64)
-    lo, hi = args.activation(act_min, act_max, INT16_MIN, INT16_MAX)
+    lo, hi = args.activation(act_min, act_max)
 
     acc = _exact_matmul(lhs.astype(np.float64), rhs.astype(np.float64), _S16_BLOCK)
     out = requantize_s64(acc, reduce_multiplier(mult), shft)

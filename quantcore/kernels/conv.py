@@ -70,7 +70,7 @@ def convolve_s8(
         raise args.fail("bias", "is required for a grouped convolution (pass zeros for none)")
     quant = channel_quant(args, bias, multiplier, shift, out_ch)
     offsets = check_offsets(args, input_offset, output_offset)
-    clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
+    clamp = args.activation(act_min, act_max)
     window, hw = check_window(args, (kh, kw), stride, padding, dilation, (x.shape[1], x.shape[2]), output_hw)
 
     acc = _conv_accumulate(x, weights, groups, window, hw, offsets[0])
@@ -107,7 +107,7 @@ def depthwise_conv_s8(
         raise args.fail("weights", f"output channels {out_ch} must be a multiple of the input's {in_ch}")
     quant = channel_quant(args, bias, multiplier, shift, out_ch)
     offsets = check_offsets(args, input_offset, output_offset)
-    clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
+    clamp = args.activation(act_min, act_max)
     window, hw = check_window(args, (kh, kw), stride, padding, dilation, (x.shape[1], x.shape[2]), output_hw)
 
     acc = depthwise_accumulate(x, weights[0], out_ch // in_ch, window, hw, offsets[0])
@@ -129,10 +129,16 @@ def channel_quant(
 
 
 def check_offsets(args: Args, input_offset: Any, output_offset: Any) -> tuple[int, int]:
-    # input_offset is the negated input zero point, so it may be +128 but not -128.
+    """(input_offset, output_offset) of a convolution.
+
+    input_offset stays in [-127, 128]: the pure-C arm_convolve_s8 pads its im2col buffer with
+    (int8_t)-input_offset, which adds back to zero only there; beyond it the padding's value is a narrowing
+    conversion, and the DSP/MVE builds hold x + input_offset in int16 lanes, so the builds' bytes part.
+    output_offset is any int32 (its C type): every build adds it to the requantized int32 and clamps, which
+    the reference does exactly (an int8 zero point in [-128, 127] is the quant-params schema's rule)."""
     return (
         args.integer("input_offset", input_offset, -127, 128),
-        args.integer("output_offset", output_offset, INT8_MIN, INT8_MAX),
+        args.integer("output_offset", output_offset, INT32_MIN, INT32_MAX),
     )
 
 
@@ -246,9 +252,24 @@ def clamp_offset_s8(
 ) -> Int8Array:
     """clamp(out + output_offset, lo, hi) as int8 (into `result` when given), in two passes: clamping
     out (overwritten) to [lo - offset, hi - offset] first gives the same values (integers, no overflow),
-    and the add then writes int8."""
+    and the add then writes int8 (the low bits, as the C's cast keeps them when a clamp is wider than int8).
+
+    The C adds the offset to an int32; where that sum leaves int32 it wraps on the targets (one reduction
+    looks for it: only a requantized value within `output_offset` of int32's end gets there)."""
+    if _offset_wraps(out, output_offset):
+        out[...] = wrap32(out + output_offset)
+        output_offset = 0
     np.clip(out, clamp[0] - output_offset, clamp[1] - output_offset, out=out)
     if result is None:
         result = np.empty(out.shape, dtype=np.int8)
     np.add(out, output_offset, out=result, casting="unsafe")
     return result
+
+
+def _offset_wraps(out: npt.NDArray[np.int64], output_offset: int) -> bool:
+    """Whether some out + output_offset leaves int32 (out holds int32 values)."""
+    if output_offset == 0 or out.size == 0:
+        return False
+    if output_offset > 0:
+        return int(out.max()) > INT32_MAX - output_offset
+    return int(out.min()) < INT32_MIN - output_offset

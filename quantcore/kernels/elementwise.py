@@ -7,8 +7,14 @@ defines CMSIS_NN_USE_SINGLE_ROUNDING); maximum and minimum only compare, so they
 
 Add (TFLite's scheme): each input is offset, shifted left by `left_shift` for headroom, rescaled to a common
 scale, the two are summed and the sum is rescaled to the output. Mul multiplies the offset inputs and
-rescales the product once. The int16 variants keep the C signatures' offsets, but CMSIS-NN ignores them
-(int16 is quantized symmetrically), so here a non-zero offset is an error rather than silently dropped.
+rescales the product once. The int16 variants keep the C signatures' offsets, which CMSIS-NN ignores
+(int16 is quantized symmetrically): so does the reference, whatever their value (a zero int16 zero point is
+the quant-params schema's rule).
+
+Argument checks keep what the C needs to be defined (shifts it can shift by, a left_shift and input
+offsets that keep (x + offset) << left_shift inside int32) and the multiplier range every build computes
+alike; the output offset, the clamp and an add's rescaling shift are computed
+as the C computes them for any int32.
 """
 
 from __future__ import annotations
@@ -32,16 +38,21 @@ from quantcore.kernels._int import (
 )
 from quantcore.kernels.requantize import Rounding, requantize
 
-# arm_nn_requantize documents multiplier {NN_Q31_MIN + 1, Q32_MAX} and shift {-31, 30}.
+# arm_nn_requantize documents multiplier {NN_Q31_MIN + 1, Q32_MAX}: the MVE build's saturating doubling
+# multiply parts from the pure-C one at NN_Q31_MIN. Its shift must be in [-31, 30]: 1 << shift and a right
+# shift by -shift are undefined beyond.
 MULT_RANGE = (INT32_MIN + 1, INT32_MAX)
 SHIFT_RANGE = (-31, 30)
 # arm_elementwise_add_s8/_s16 note "__SHIFT is expected to be <=0" (TFLite derives every add multiplier with
-# QuantizeMultiplierSmallerThanOneExp).
-ADD_SHIFT_RANGE = (-31, 0)
-# arm_elementwise_add_s8 / arm_elementwise_mul_s8 document input offsets in [-127, 128] (= -zero_point) and
-# the output offset in [-128, 127].
+# QuantizeMultiplierSmallerThanOneExp), but the C runs arm_nn_requantize, defined for any shift in
+# SHIFT_RANGE: a positive shift is the quantizer's and the schema's concern, not the kernel's.
+ADD_SHIFT_RANGE = SHIFT_RANGE
+# Input offsets stay in [-127, 128] (= -zero_point): max_left_shift below is derived from |x + offset| <= 255;
+# with a wider offset the add's (x + offset) << left_shift and the mul's product can overflow int32,
+# undefined in C. The output offset is any int32 (its C type): the C adds it to the requantized int32 and
+# clamps (the schema keeps int8 zero points in [-128, 127]).
 S8_INPUT_OFFSET_RANGE = (-127, 128)
-S8_OUTPUT_OFFSET_RANGE = (INT8_MIN, INT8_MAX)
+S8_OUTPUT_OFFSET_RANGE = (INT32_MIN, INT32_MAX)
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,7 @@ def elementwise_add_s8(
     shift_up = args.integer("left_shift", left_shift, 0, S8.max_left_shift)
     off_out = args.integer("out_offset", out_offset, *S8_OUTPUT_OFFSET_RANGE)
     scale_out = _scale(args, "out", out_mult, out_shift, ADD_SHIFT_RANGE)
-    act = args.activation(act_min, act_max, S8.lo, S8.hi)
+    act = args.activation(act_min, act_max)
     total = _rescaled(x1 + off1, shift_up, scale1, rounding) + _rescaled(
         x2 + off2, shift_up, scale2, rounding
     )
@@ -125,7 +136,7 @@ def elementwise_add_s16(
     scale2 = _scale(args, "input_2", input_2_mult, input_2_shift, ADD_SHIFT_RANGE)
     shift_up = args.integer("left_shift", left_shift, 0, S16.max_left_shift)
     scale_out = _scale(args, "out", out_mult, out_shift, ADD_SHIFT_RANGE)
-    act = args.activation(act_min, act_max, S16.lo, S16.hi)
+    act = args.activation(act_min, act_max)
     total = _rescaled(x1, shift_up, scale1, rounding) + _rescaled(x2, shift_up, scale2, rounding)
     return _output(wrap32(total), scale_out, 0, act, S16, rounding)
 
@@ -150,7 +161,7 @@ def elementwise_mul_s8(
     off2 = args.integer("input_2_offset", input_2_offset, *S8_INPUT_OFFSET_RANGE)
     off_out = args.integer("out_offset", out_offset, *S8_OUTPUT_OFFSET_RANGE)
     scale_out = _scale(args, "out", out_mult, out_shift, SHIFT_RANGE)
-    act = args.activation(act_min, act_max, S8.lo, S8.hi)
+    act = args.activation(act_min, act_max)
     # |x + offset| <= 255, so the int32 product in C cannot overflow.
     return _output((x1 + off1) * (x2 + off2), scale_out, off_out, act, S8, rounding)
 
@@ -175,7 +186,7 @@ def elementwise_mul_s16(
     x1, x2 = _inputs(args, a, b, S16)
     _unused_offsets(args, input_1_offset=input_1_offset, input_2_offset=input_2_offset, out_offset=out_offset)
     scale_out = _scale(args, "out", out_mult, out_shift, SHIFT_RANGE)
-    act = args.activation(act_min, act_max, S16.lo, S16.hi)
+    act = args.activation(act_min, act_max)
     # The largest product, (-32768)^2 = 2^30, still fits the C kernel's int32.
     return _output(x1 * x2, scale_out, 0, act, S16, rounding)
 
@@ -243,10 +254,9 @@ def _scale(args: Args, prefix: str, mult: Any, shift: Any, shift_range: tuple[in
 
 
 def _unused_offsets(args: Args, **offsets: Any) -> None:
-    """Reject a non-zero offset for an s16 kernel: the C ignores it, so the caller's intent would be lost."""
+    """An s16 kernel's offsets: int32s the C takes and ignores, so the reference ignores them too."""
     for name, value in offsets.items():
-        if args.integer(name, value, INT32_MIN, INT32_MAX) != 0:
-            raise args.fail(name, f"must be 0: {args.kernel} ignores it (int16 is quantized symmetrically)")
+        args.integer(name, value, INT32_MIN, INT32_MAX)
 
 
 def _rescaled(x: I64, left_shift: int, scale: tuple[int, int], rounding: Rounding) -> I64:

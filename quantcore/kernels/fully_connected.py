@@ -3,7 +3,8 @@
 Weights are [out][in] (the C's rhs, transposed), the input is (N, in) or any (N, ...) that flattens to it,
 and a weight offset (fc_params.filter_offset, for weights with a zero point) is added like the input's:
     acc = bias[o] + sum((x + input_offset) * (w + filter_offset))
-The product is a float32 or float64 matrix product, exact for the same reason as in conv.py (exact_float).
+The product is a float32 or float64 matrix product, exact for the same reason as in conv.py (exact_float):
+with offsets up to OFFSET_RANGE a partial sum is below 2^15 * 2^15 * K, exact in float64 for K < 2^23.
 """
 
 from __future__ import annotations
@@ -13,11 +14,25 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from quantcore.kernels._int import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, Args, wrap32
+from quantcore.kernels._int import (
+    INT8_MAX,
+    INT8_MIN,
+    INT16_MAX,
+    INT16_MIN,
+    INT32_MAX,
+    INT32_MIN,
+    Args,
+    wrap32,
+)
 from quantcore.kernels.conv import clamp_offset_s8, exact_float
 from quantcore.kernels.requantize import Rounding, requantize_int32
 
 Int8Array = npt.NDArray[np.int8]
+
+# The DSP build packs x + input_offset and w + filter_offset into 16-bit lanes ((int16_t) offsets added by
+# SXTAB16), so an int8 value plus the offset must fit int16 for every build to compute the same sum; there
+# all of them wrap it mod 2^32 alike. Keeping the offsets negated int8 zero points is the schema's rule.
+OFFSET_RANGE = (INT16_MIN - INT8_MIN, INT16_MAX - INT8_MAX)
 
 
 def fully_connected_s8(
@@ -45,10 +60,11 @@ def fully_connected_s8(
     if bias is not None:
         bias = args.array("bias", bias, np.int32, shape=(out_ch,))
     mult, shft = _quant(args, multiplier, shift, out_ch, per_channel)
-    in_off = args.integer("input_offset", input_offset, -127, 128)
-    w_off = args.integer("filter_offset", filter_offset, -127, 128)
-    out_off = args.integer("output_offset", output_offset, INT8_MIN, INT8_MAX)
-    lo, hi = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
+    in_off = args.integer("input_offset", input_offset, *OFFSET_RANGE)
+    w_off = args.integer("filter_offset", filter_offset, *OFFSET_RANGE)
+    # Any int32 (the C adds it to the requantized int32, then clamps); only the schema keeps it in int8.
+    out_off = args.integer("output_offset", output_offset, INT32_MIN, INT32_MAX)
+    lo, hi = args.activation(act_min, act_max)
 
     flat = x.reshape(x.shape[0], depth)
     rhs_int = weights.T.astype(np.int64) + w_off

@@ -119,7 +119,7 @@ def depthwise_conv_s4(
     ch_mult = _ch_mult(args, x, unpacked)
     quant = channel_quant(args, bias, multiplier, shift, unpacked.shape[3])
     offsets = check_offsets(args, input_offset, output_offset)
-    clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
+    clamp = args.activation(act_min, act_max)
     kernel = (unpacked.shape[1], unpacked.shape[2])
     window, hw = check_window(args, kernel, stride, padding, dilation, (x.shape[1], x.shape[2]), output_hw)
 

@@ -184,8 +184,24 @@ def _validate(
         _check_kernel_fits(args, kernel, pad, size)
     window, hw = check_window(args, kernel, stride, pad, (1, 1), size, output_hw)
     _check_windows_hold_input(args, window, hw, size)
-    act = args.activation(act_min, act_max, fmt.lo, fmt.hi)
+    act = args.activation(act_min, act_max)
+    if not sums:
+        _check_max_pool_clamp(args, act, fmt)
     return _Call(x, window, hw, act)
+
+
+def _check_max_pool_clamp(args: Args, act: tuple[int, int], fmt: _Format) -> None:
+    """A max pool's clamp limits must lie in its type: arm_max_pool_s16 narrows them to int16_t before it
+    clamps, and the MVE build of arm_max_pool_s8 narrows them to int8 lanes where the pure-C one clamps in
+    int32, so beyond the type the builds write different bytes. (Crossed limits are fine: every build gives
+    act_max.) The average pools clamp their int32 sums in every build, so any int32 limits are theirs."""
+    for name, value in zip(("act_min", "act_max"), act, strict=True):
+        if not fmt.lo <= value <= fmt.hi:
+            raise args.fail(
+                name,
+                f"must be in [{fmt.lo}, {fmt.hi}], got {value}: {args.kernel} narrows its clamp to the "
+                "output type differently in its pure-C and vector builds",
+            )
 
 
 def _check_sum_fits(args: Args, kernel: tuple[int, int], fmt: _Format) -> None:

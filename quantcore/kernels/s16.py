@@ -32,8 +32,10 @@ Quant = tuple[I64, I64, I64]  # bias (zeros for NULL), multiplier, shift; all in
 
 # arm_nnsupportfunctions.h: the columns the s16 matrix kernels accumulate in int32 before going to int64.
 MAX_COL_COUNT = 512
-# arm_nn_requantize_s64 documents shift in [-31, 7] (it shifts by 14 - shift); arm_nn_requantize [-31, 30].
-SHIFT_S64 = (-31, 7)
+# arm_nn_requantize_s64 documents shift in [-31, 7], but it shifts an int64 right by 14 - shift, defined for
+# any shift in [-49, 14] (every build runs that one scalar function; the int32 it narrows to keeps the low
+# bits, as requantize_s64 models). arm_nn_requantize: 1 << shift and a right shift by -shift need [-31, 30].
+SHIFT_S64 = (-49, 14)
 SHIFT_S32 = (-31, 30)
 # Bound on the float64 im2col matrix built at once; larger batches are processed in slices.
 _IM2COL_BYTES = 64 * 2**20
@@ -69,7 +71,7 @@ def convolve_s16(
             "weights", f"must be (O, kh, kw, {x.shape[3]}) (no grouped s16 conv), got {weights.shape}"
         )
     quant = _conv_quant(args, bias, multiplier, shift, out_ch, int32_bias)
-    clamp = args.activation(act_min, act_max, INT16_MIN, INT16_MAX)
+    clamp = args.activation(act_min, act_max)
     window, hw = check_window(args, (kh, kw), stride, padding, dilation, (x.shape[1], x.shape[2]), output_hw)
     _check_leftover_count(args, hw, kh * kw * filter_ch)
 
@@ -147,7 +149,7 @@ def fully_connected_s16(
     bias64 = _bias(args, bias, out_ch, np.int64, "arm_fully_connected_s16 takes an int64 bias")
     mult = args.integer("multiplier", multiplier, INT32_MIN + 1, INT32_MAX)
     shft = args.integer("shift", shift, *SHIFT_S64)
-    clamp = args.activation(act_min, act_max, INT16_MIN, INT16_MAX)
+    clamp = args.activation(act_min, act_max)
 
     # arm_nn_vec_mat_mult_t_s16 (pure C) accumulates every column in int64: no int32 stage to wrap.
     acc = _exact_dot(x.reshape(x.shape[0], depth), weights) + bias64
@@ -256,7 +258,7 @@ def _depthwise(
         _check_fast(args, kh * kw, out_ch // in_ch)
     bias64 = _bias(args, bias, out_ch, np.int64, f"{args.kernel} takes an int64 bias")
     mult, shft = _channel_scales(args, multiplier, shift, out_ch, SHIFT_S64)
-    clamp = args.activation(act[0], act[1], INT16_MIN, INT16_MAX)
+    clamp = args.activation(act[0], act[1])
     window, hw = check_window(args, (kh, kw), stride, padding, dilation, (x.shape[1], x.shape[2]), output_hw)
     _check_uint16_dims(args, x.shape, (kh, kw, out_ch // in_ch), hw)
 

@@ -11,9 +11,12 @@ filter, the last `time` activations of a rank-factored filter. One call, as the 
 The state is returned rather than updated in place; the next call takes it (streaming use). `input_offset`
 is subtracted, as the C does (it passes -input_offset as the matrix product's lhs offset).
 
-The C casts its clamped values to the state / output type without checking the activation limits against
-it, so limits wider than the type truncate here too. Argument checks are what the C needs to be defined:
-matching shapes, a rank of at least 1 (the C divides by it), shifts the requantization can shift by.
+The C casts its clamped state values to the state type without checking the input activation limits
+against it, so limits wider than the type truncate here too. Argument checks are what the C needs to be
+defined - matching shapes, a rank of at least 1 (the C divides by it), shifts the requantization can shift
+by - and one where the builds part: the output activation must be an int8 range with min <= max, because
+the MVE build narrows its limits to int8 and clamps MAX-then-MIN where the pure-C one clamps in int32
+MIN-then-MAX (arm_svdf_s8.c, arm_svdf_state_s16_s8.c), so wider or crossed limits give different bytes.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from quantcore.kernels._int import I64, INT16_MAX, INT32_MAX, INT32_MIN, Args, wrap32
+from quantcore.kernels._int import I64, INT8_MAX, INT8_MIN, INT16_MAX, INT32_MAX, INT32_MIN, Args, wrap32
 from quantcore.kernels.lstm import SHIFT_RANGE, c_requantize
 from quantcore.kernels.requantize import Rounding
 
@@ -158,6 +161,19 @@ def _check_scalars(args: Args, params: SvdfParams) -> None:
             raise args.fail(name, f"must be a (min, max) pair, got {pair!r}")
         args.integer(f"{name}.min", pair[0], INT32_MIN, INT32_MAX)
         args.integer(f"{name}.max", pair[1], INT32_MIN, INT32_MAX)
+    _check_output_activation(args, params.output_activation)
+
+
+def _check_output_activation(args: Args, limits: tuple[int, int]) -> None:
+    """The MVE build clamps the output with vdupq_n_s32((int8_t)limit), max first; the pure-C build with
+    CLAMP = MAX(MIN(v, max), min) on the int32 limits: they agree only on ordered int8 limits."""
+    lo, hi = limits
+    if not INT8_MIN <= lo <= hi <= INT8_MAX:
+        raise args.fail(
+            "output_activation",
+            f"must be (min, max) with -128 <= min <= max <= 127, got {limits}: the pure-C and MVE builds "
+            "of the kernel clamp wider or crossed limits differently",
+        )
 
 
 def _cast(values: I64, dtype: type[np.signedinteger[Any]]) -> npt.NDArray[Any]:

@@ -77,7 +77,7 @@ def transpose_conv_s8(
     x, weights = _operands(args, x, weights)
     quant = channel_quant(args, bias, multiplier, shift, weights.shape[0])
     offsets = check_offsets(args, input_offset, output_offset)
-    clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
+    clamp = args.activation(act_min, act_max)
     geo = _geometry(args, x, weights, stride, padding, output_hw)
     _check_rolling_buffer(args, geo)
 
@@ -106,7 +106,7 @@ def transpose_conv_wrapper_s8(
     x, weights = _operands(args, x, weights)
     quant = channel_quant(args, bias, multiplier, shift, weights.shape[0])
     offsets = check_offsets(args, input_offset, output_offset)
-    clamp = args.activation(act_min, act_max, INT8_MIN, INT8_MAX)
+    clamp = args.activation(act_min, act_max)
     geo = _geometry(args, x, weights, stride, padding, output_hw)
     if uses_reverse_conv(geo.stride, x.shape[3]):
         _check_reverse_conv(args, geo, x.shape[3], weights.shape[0])

@@ -29,6 +29,19 @@ def test_s8_with_offsets_by_hand() -> None:
     assert out.tolist() == [[[[7, 10], [5, 10]]]]
 
 
+def test_s8_output_offset_and_clamp_outside_int8_are_the_cs() -> None:
+    # Products [[1, 3], [3, 7]]; + 128 = [[129, 131], [131, 135]]. arm_batch_matmul_s8 adds the offset in
+    # int32, clamps and casts: within int8's clamp every value is 127; with act_max 200 the int8 cast of
+    # 129 is -127 (129 - 256); crossed limits give act_max everywhere (MIN(MAX(v, 5), 4) = 4).
+    assert _s8(LHS, RHS, output_offset=128).tolist() == [[[[127, 127], [127, 127]]]]
+    assert _s8(LHS, RHS, output_offset=128, act_max=200).tolist() == [[[[-127, -125], [-125, -121]]]]
+    assert _s8(LHS, RHS, act_min=5, act_max=4).tolist() == [[[[4, 4], [4, 4]]]]
+    # The int32 sum wraps as on the targets: 1 + INT32_MAX is INT32_MIN, whose low byte is 0 (and 3, 7 give
+    # INT32_MIN + 2, + 6); without the wrap the clamp would make every value 127.
+    wrapped = _s8(LHS, RHS, output_offset=2**31 - 1, act_min=-(2**31))
+    assert wrapped.tolist() == [[[[0, 2], [2, 6]]]]
+
+
 def test_s8_rhs_rows_are_output_columns() -> None:
     assert _s8(LHS, RHS)[0, 0].tolist() == [[1, 3], [3, 7]]
 
@@ -78,10 +91,8 @@ def test_s16_accumulates_in_int64() -> None:
         ({"lhs": np.zeros((2, 1, 2, 2), np.int8), "rhs": np.zeros((3, 1, 2, 2), np.int8)}, "rhs"),
         ({"input_offset": -128}, "input_offset"),
         ({"filter_offset": 129}, "filter_offset"),
-        ({"output_offset": 128}, "output_offset"),
         ({"multiplier": -(2**31)}, "multiplier"),
         ({"shift": 31}, "shift"),
-        ({"act_min": 5, "act_max": 4}, "act_min"),
     ],
 )
 def test_s8_bad_arguments_name_the_argument(change: dict[str, object], argument: str) -> None:
@@ -96,8 +107,7 @@ def test_s8_bad_arguments_name_the_argument(change: dict[str, object], argument:
     ("change", "argument"),
     [
         ({"lhs": LHS}, "lhs"),  # int8 operands belong to batch_matmul_s8
-        ({"shift": 8}, "shift"),  # arm_nn_requantize_s64 shifts by 14 - shift
-        ({"act_max": 32768}, "act_max"),
+        ({"shift": 15}, "shift"),  # arm_nn_requantize_s64 shifts by 14 - shift: negative beyond 14
     ],
 )
 def test_s16_bad_arguments_name_the_argument(change: dict[str, object], argument: str) -> None:

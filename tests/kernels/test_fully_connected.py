@@ -51,12 +51,22 @@ def test_batches_and_nhwc_inputs_flatten() -> None:
     assert flat[:, 0].tolist() == [-14, -5, 4, 13]  # sum of each row plus bias 1
 
 
+def test_offsets_beyond_a_negated_int8_zero_point_are_computed() -> None:
+    # One row: x = [1, 2], w = [3, -1]; (1 + 1000)(3 + 200) + (2 + 1000)(-1 + 200) = 203203 + 199398
+    # = 402601, through 0.5 * 2^-12: 402601 / 8192 = 49.1 -> 49, + output_offset 0.
+    x, w = np.array([[1, 2]], np.int8), np.array([[3, -1]], np.int8)
+    out = fully_connected_s8(
+        x, w, None, multiplier=HALF, shift=-12, input_offset=1000, filter_offset=200, output_offset=0
+    )
+    assert out.tolist() == [[49]]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [
         ({"multiplier": np.array([HALF], np.int32), "shift": np.array([0], np.int32)}, "multiplier"),
-        ({"input_offset": 129}, "input_offset"),
-        ({"filter_offset": -128}, "filter_offset"),
+        ({"input_offset": 32641}, "input_offset"),  # int8 + offset leaves the DSP build's int16 lanes
+        ({"filter_offset": -32641}, "filter_offset"),
         ({"shift": -32}, "shift"),
     ],
 )

@@ -280,3 +280,41 @@ def test_cmsis_nn_s4_convolution_cases_are_bit_exact(test: str) -> None:
         if not np.array_equal(ours, expected):
             differ.append(name)
     assert differ == []
+
+
+@pytest.mark.cmsis_nn
+def test_cmsis_nn_s4_fully_connected_cases_are_bit_exact() -> None:
+    # Every case test_arm_fully_connected_s4.c includes, among them fully_connected_int4_6 with output_offset
+    # 128 (the reference used to refuse it; the C adds the offset and clamps). Issue 21 item 2.
+    try:
+        checkout = cmsis_nn.locate()
+    except CmsisNnNotFound as missing:
+        pytest.skip(str(missing))
+    cases = checkout.path / "Tests" / "UnitTest" / "TestCases"
+    source = cases / "test_arm_fully_connected_s4" / "test_arm_fully_connected_s4.c"
+    if not source.is_file():
+        pytest.skip(f"{source} not found in this CMSIS-NN checkout")
+    names = _INCLUDE.findall(source.read_text())
+    assert "fully_connected_int4_6" in names
+    differ = []
+    for name in names:
+        arrays, defines = _c_case(cases / "TestData" / name)
+
+        def d(key: str, name: str = name, defines: dict[str, int] = defines) -> Any:
+            return defines[f"{name.upper()}_{key}"]
+
+        out = fully_connected_s4(
+            arrays[f"{name}_input"].reshape(d("INPUT_BATCHES"), d("ACCUMULATION_DEPTH")),
+            arrays[f"{name}_weights"] if f"{name}_weights" in arrays else arrays[f"{name}_input_weights"],
+            arrays.get(f"{name}_biases"),
+            weights_shape=(d("OUT_CH"), d("ACCUMULATION_DEPTH")),
+            multiplier=d("OUTPUT_MULTIPLIER"),
+            shift=d("OUTPUT_SHIFT"),
+            input_offset=d("INPUT_OFFSET"),
+            output_offset=d("OUTPUT_OFFSET"),
+            act_min=d("OUT_ACTIVATION_MIN"),
+            act_max=d("OUT_ACTIVATION_MAX"),
+        )
+        if not np.array_equal(out.ravel(), arrays[f"{name}_output_ref"]):
+            differ.append(name)
+    assert differ == []

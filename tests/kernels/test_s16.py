@@ -137,7 +137,7 @@ def test_int32_bias_path_follows_the_build_rounding_and_the_int64_path_does_not(
 
 
 def test_int32_path_allows_shifts_up_to_30() -> None:
-    # arm_nn_requantize takes shift up to 30 (the int64 path stops at 7): 1 << 8 * 0.5 = 128.
+    # arm_nn_requantize takes shift up to 30 (the int64 path up to 14): 1 << 8 * 0.5 = 128.
     x = np.ones((1, 1, 1, 1), np.int16)
     w = np.ones((1, 1, 1, 1), np.int8)
     assert convolve_s16(x, w, None, int32_bias=True, **_scales(8)).ravel().tolist() == [128]
@@ -248,7 +248,10 @@ def test_conv_rejects_grouped_weights() -> None:
 
 
 def test_conv_shift_range_depends_on_the_bias_type() -> None:
-    _rejects("shift", convolve_s16, X1, W1, None, **_scales(8))
+    # arm_nn_requantize_s64 shifts right by 14 - shift: defined up to shift 14 (its documented 7 is a policy
+    # the quantizer keeps). Shift 8: 1 * 16384 >> 6 = 256, (256 + 1) >> 1 = 128.
+    assert convolve_s16(X1, W1, None, **_scales(8)).item() == 128
+    _rejects("shift", convolve_s16, X1, W1, None, **_scales(15))
     _rejects("shift", convolve_s16, X1, W1, None, int32_bias=True, **_scales(31))
 
 
@@ -268,9 +271,12 @@ def test_conv_rejects_per_channel_arrays_of_the_wrong_length() -> None:
     )
 
 
-def test_activation_range_is_int16() -> None:
-    _rejects("act_max", convolve_s16, X1, W1, None, act_max=32768, **_scales(0))
-    _rejects("act_min", depthwise_conv_s16, X1, W1, None, act_min=10, act_max=9, **_scales(0))
+def test_clamps_are_the_cs_for_any_int32_limits() -> None:
+    # The C clamps the requantized int32 with MIN(MAX(v, act_min), act_max) and casts to int16: 1 clamped to
+    # [40000, 50000] is 40000, stored as 40000 - 65536; crossed limits give act_max.
+    assert convolve_s16(X1, W1, None, act_min=40000, act_max=50000, **_scales(0)).item() == -25536
+    assert depthwise_conv_s16(X1, W1, None, act_min=10, act_max=9, **_scales(0)).item() == 9
+    _rejects("act_max", convolve_s16, X1, W1, None, act_max=2**31, **_scales(0))
 
 
 def test_conv_rejects_more_than_65535_columns_with_an_odd_pixel_count() -> None:
@@ -309,6 +315,6 @@ def test_fully_connected_bad_arguments() -> None:
     x = np.ones((1, 3), np.int16)
     w = np.ones((2, 3), np.int8)
     _rejects("bias", fully_connected_s16, x, w, np.zeros(2, np.int32), multiplier=HALF, shift=0)
-    _rejects("shift", fully_connected_s16, x, w, None, multiplier=HALF, shift=8)
+    _rejects("shift", fully_connected_s16, x, w, None, multiplier=HALF, shift=15)
     _rejects("multiplier", fully_connected_s16, x, w, None, multiplier=np.full(2, HALF, np.int32), shift=0)
     _rejects("input", fully_connected_s16, np.ones((1, 4), np.int16), w, None, multiplier=HALF, shift=0)

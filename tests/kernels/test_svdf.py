@@ -70,25 +70,30 @@ def test_a_filter_left_over_by_the_rank_updates_the_state_but_no_unit() -> None:
     assert new_state[0, :, -1].tolist() == [-4, -5, -3]
 
 
-def test_inverted_limits_follow_each_clamps_order() -> None:
-    # Input stage MIN(MAX(v, min), max): min > max gives max. Output CLAMP = MAX(MIN(v, max), min): gives min.
-    params = replace(PARAMS, input_activation=(3, -3), output_activation=(5, -5))
-    out, state = _call(params)
+def test_inverted_input_limits_give_max() -> None:
+    # Input stage MIN(MAX(v, min), max) in every build: min > max gives max.
+    params = replace(PARAMS, input_activation=(3, -3))
+    _, state = _call(params)
     assert state[0, :, -1].tolist() == [-3, -3]
-    assert out.tolist() == [[5]]
+
+
+@pytest.mark.parametrize("limits", [(5, -5), (-300, 300), (-128, 128)])
+def test_output_limits_the_builds_clamp_differently_are_refused(limits: tuple[int, int]) -> None:
+    # Pure C: MAX(MIN(v, max), min) on the int32 limits (crossed gives min, wide ones truncate in the cast);
+    # MVE: vmaxq with (int8_t)min, then vminq with (int8_t)max. They agree only on ordered int8 limits.
+    with pytest.raises(KernelArgumentError) as refused:
+        _call(replace(PARAMS, output_activation=limits))
+    assert refused.value.argument == "output_activation" and "MVE" in str(refused.value)
 
 
 def test_limits_wider_than_the_state_type_truncate_like_the_c_cast() -> None:
-    params = replace(PARAMS, input_offset=0, input_activation=(-300, 300), output_activation=(-300, 300))
+    params = replace(PARAMS, input_offset=0, input_activation=(-300, 300))
     # (100, 50) . (1, 2) = 200 -> int8 -56; a 16-bit state keeps it.
     x = np.array([[100, 50]], np.int8)
     _, state8 = _call(params, x=x)
     _, state16 = _call(params, kernel=svdf_state_s16_s8, dtype=np.int16, x=x)
     assert state8[0, 0, -1] == -56
     assert state16[0, 0, -1] == 200
-    # The output: 67 + bias 250 - 50 = 267 passes the (-300, 300) clamp and the int8 cast keeps 267 - 256.
-    out, _ = _call(replace(PARAMS, output_activation=(-300, 300)), bias=np.array([250], np.int32))
-    assert out.tolist() == [[11]]
 
 
 def test_streaming_calls_see_the_previous_inputs() -> None:

@@ -102,11 +102,37 @@ def test_requantize_kernel_literals() -> None:
         out_dtype=np.int8,
     )
     assert back.tolist() == [-128, 127, 127]  # 300 clamps
-    with pytest.raises(KernelArgumentError, match="'output_offset'"):
+    # An output offset outside int8 is computed as the generated C computes it (added in 64 bits, then
+    # clamped): [0, 127, 128, 255] + 200 all clamp to 127. Keeping zero points in int8 is the schema's rule.
+    wide = requantize_tensor(
+        x,
+        input_offset=128,
+        output_offset=200,
+        multiplier=1 << 30,
+        shift=1,
+        act_min=-128,
+        act_max=127,
+        out_dtype=np.int8,
+    )
+    assert wide.tolist() == [127, 127, 127, 127]
+    # Any int32 multiplier: INT32_MIN is -1.0, so 1 becomes (1 * -2^31 + 2^30) >> 31 = -1.
+    negative = requantize_tensor(
+        np.array([1], np.int8),
+        input_offset=0,
+        output_offset=0,
+        multiplier=-(2**31),
+        shift=0,
+        act_min=-128,
+        act_max=127,
+        out_dtype=np.int8,
+    )
+    assert negative.tolist() == [-1]
+    # The C adds input_offset to the input in int32: an offset that can overflow there is refused.
+    with pytest.raises(KernelArgumentError, match="'input_offset'"):
         requantize_tensor(
             x,
-            input_offset=128,
-            output_offset=200,
+            input_offset=2**31 - 1,
+            output_offset=0,
             multiplier=1 << 30,
             shift=1,
             act_min=-128,
