@@ -237,7 +237,7 @@ def quantize(
             corrected, corrections = qgraph, {}
             if bc:
                 corrected, corrections, outputs = correct_biases(
-                    graph, qgraph, selection.data, options.batch_size, float_model
+                    graph, float_model, qgraph, selection.data, options.batch_size
                 )
                 selection.remember(corrected, outputs)
             candidates[(eq, bc)] = _Candidate(
@@ -447,7 +447,7 @@ def _choose_output(
         kept = {name: c for name, c in best.corrections.items() if name not in layers}
         qgraph = with_corrections(best.float_graph, qgraph, kept)
         qgraph, measured, outputs = correct_biases(
-            best.float_graph, qgraph, selection.data, options.batch_size, best.float_model, only=layers
+            best.float_graph, best.float_model, qgraph, selection.data, options.batch_size, only=layers
         )
         selection.remember(qgraph, outputs)
         corrections[layers] = {name: measured.get(name, c) for name, c in best.corrections.items()}
@@ -494,7 +494,7 @@ def _int16_builder(
         qgraph = quantize_graph(best.float_graph, best.calibration, wide)
         if bias_correction:
             qgraph, corrections[layers], outputs = correct_biases(
-                best.float_graph, qgraph, selection.data, options.batch_size, best.float_model
+                best.float_graph, best.float_model, qgraph, selection.data, options.batch_size
             )
             selection.remember(qgraph, outputs)
         return qgraph

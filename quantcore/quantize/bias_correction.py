@@ -65,17 +65,17 @@ class FloatModel(Protocol):
 
 def correct_biases(
     float_graph: Graph,
+    float_model: FloatModel,
     qgraph: Graph,
     data: Samples,
     batch_size: int = 64,
-    float_model: FloatModel | None = None,
     only: frozenset[str] | None = None,
 ) -> Corrected:
     """The quantized graph with corrected biases, each layer's correction, and the graph's output.
 
-    `float_graph` is the graph `qgraph` was quantized from; `data` the calibration samples to average
-    over (all of them are run through the int8 graph at once); `float_model` the model that computes
-    `float_graph`'s activations (onnxruntime: 5x faster than the IR's float executor, used without it).
+    `float_graph` is the graph `qgraph` was quantized from and `float_model` what computes its
+    activations (onnxruntime for an ONNX model: 5x faster than the IR's float executor); `data` the
+    calibration samples to average over (all of them are run through the int8 graph at once).
     `only`: correct these layers alone (the others as `qgraph` has them, corrected already or not)."""
     layers = {n.name: n for n in corrected_layers(float_graph, qgraph) if only is None or n.name in only}
     float_means = _float_input_means(float_graph, list(layers), data, batch_size, float_model)
@@ -137,7 +137,7 @@ def corrected_layers(float_graph: Graph, qgraph: Graph) -> list[Node]:
 
 
 def _float_input_means(
-    float_graph: Graph, layers: list[str], data: Samples, batch_size: int, float_model: FloatModel | None
+    float_graph: Graph, layers: list[str], data: Samples, batch_size: int, float_model: FloatModel
 ) -> dict[str, Floats]:
     """Per layer, the float input averaged over the samples (one (1, ...) array in the IR's layout)."""
     inputs = {name: float_graph.node(name).inputs[0] for name in layers}
@@ -145,10 +145,7 @@ def _float_input_means(
     input_name = float_graph.inputs[0]
     for start in range(0, len(data), batch_size):
         batch = data.x[start : start + batch_size]
-        if float_model is not None:
-            env = float_model.activations({input_name: batch})
-        else:
-            env = float_exec.run(float_graph, {input_name: to_firmware(float_graph, input_name, batch)})
+        env = float_model.activations({input_name: batch})
         for layer, tensor in inputs.items():
             part = env[tensor].sum(axis=0, keepdims=True)
             sums[layer] = sums[layer] + part if layer in sums else part

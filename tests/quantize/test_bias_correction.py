@@ -41,10 +41,10 @@ def test_each_layer_is_corrected_on_inputs_from_corrected_layers(model: pipeline
     all at once on the uncorrected graph, the values would change on the second run.)"""
     plain = _forced(model, False).qgraph
     data = _data(96, 1)
-    corrected, first, _ = correct_biases(model.graph, plain, data)
+    corrected, first, _ = correct_biases(model.graph, model.float_model, plain, data)
     assert set(first) == {n.name for n in corrected_layers(model.graph, plain)} and len(first) == 4
     assert max(float(np.abs(v).max()) for v in first.values()) > 1e-4  # there was something to correct
-    again, second, _ = correct_biases(model.graph, corrected, data)
+    again, second, _ = correct_biases(model.graph, model.float_model, corrected, data)
     assert second.keys() == first.keys()
     for name in first:
         np.testing.assert_array_equal(second[name], first[name])
@@ -109,7 +109,7 @@ def test_the_outputs_of_the_correcting_run_are_the_corrected_graphs(model: pipel
     """The run that measures the corrections ends with the corrected graph's output on every sample: the
     same bits as running that graph afresh, so the automatic choice scores it without another run."""
     data = _data(96, 2)
-    result = correct_biases(model.graph, _forced(model, False).qgraph, data)
+    result = correct_biases(model.graph, model.float_model, _forced(model, False).qgraph, data)
     fresh = int8_outputs(result.qgraph, data, batch_size=40)
     assert result.outputs.shape == fresh.shape == (96, 10)
     np.testing.assert_array_equal(result.outputs, fresh)
