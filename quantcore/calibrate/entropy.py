@@ -50,8 +50,7 @@ import numpy.typing as npt
 from quantcore.calibrate.errors import CalibrationError
 from quantcore.calibrate.grid import Counts, coarsen
 from quantcore.calibrate.histogram import Histogram, value_bins
-from quantcore.calibrate.mse import mean_squared_error
-from quantcore.calibrate.qparams import quant_params
+from quantcore.calibrate.mse import range_errors
 from quantcore.calibrate.ranges import containing_zero
 
 DEFAULT_LEVELS = 255
@@ -101,11 +100,7 @@ def _better_quantized(
     """Of the searched range and min/max, the one with the smaller expected int8 error (ties: searched)."""
     if searched == widest:
         return searched
-    edges, counts = value_bins(h)
-    params = [quant_params(*searched), quant_params(*widest)]
-    scale = np.array([s for s, _ in params])
-    zero_point = np.array([z for _, z in params], dtype=np.float64)
-    error = mean_squared_error(edges, counts, scale, zero_point)
+    error = range_errors(*value_bins(h), [searched, widest])
     return searched if error[0] <= error[1] else widest
 
 

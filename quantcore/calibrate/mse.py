@@ -65,7 +65,13 @@ def _last_min(values: Floats) -> int:
 
 def _errors(edges: Floats, counts: Counts, held: float, ends: Floats, upper: bool) -> Floats:
     """Mean squared error of each candidate range: (held, end) if `upper`, else (end, held)."""
-    params = [quant_params(held, float(e)) if upper else quant_params(float(e), held) for e in ends]
+    ranges = [(held, float(e)) if upper else (float(e), held) for e in ends]
+    return range_errors(edges, counts, ranges)
+
+
+def range_errors(edges: Floats, counts: Counts, ranges: list[tuple[float, float]]) -> Floats:
+    """Mean squared error of the deployed int8 quantizer of each (lo, hi) range on the density."""
+    params = [quant_params(lo, hi) for lo, hi in ranges]
     scale = np.array([s for s, _ in params])
     zero_point = np.array([z for _, z in params], dtype=np.float64)
     return mean_squared_error(edges, counts, scale, zero_point)
