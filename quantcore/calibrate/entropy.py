@@ -125,12 +125,6 @@ def side_histograms(h: Histogram) -> tuple[tuple[Counts, Counts], float]:
     return (positive, negative), h.width * 2.0**shift
 
 
-def abs_histogram(h: Histogram) -> tuple[Counts, float]:
-    """Counts of |x| on the bins of side_histograms: both sides added."""
-    (positive, negative), width = side_histograms(h)
-    return positive + negative, width
-
-
 def without_point_masses(counts: Counts) -> Counts:
     """Counts with each spike (see the module docstring) replaced by the mean of its two neighbours."""
     left = np.concatenate([[0], counts[:-1]])
