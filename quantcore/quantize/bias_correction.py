@@ -84,21 +84,21 @@ def correct_biases(
     env = int8_exec.quantize_inputs(qgraph, {qgraph.inputs[0]: x})
     last_use = _last_uses(qgraph)
     corrections: dict[str, Floats] = {}
-    for index, node in enumerate(qgraph.nodes):
-        if node.name in layers:
-            quantized_mean = _dequantized(qgraph, node.inputs[0], env[node.inputs[0]]).mean(
-                axis=0, keepdims=True
-            )
-            error = _mean_output(qgraph, node, quantized_mean, True) - _mean_output(
-                float_graph, float_graph.node(node.name), float_means[node.name], False
-            )
-            corrections[node.name] = rounded(error)
-            qgraph = with_corrections(float_graph, qgraph, {node.name: corrections[node.name]})
-            node = qgraph.node(node.name)
-        with single_threaded():
+    with single_threaded():  # the kernels' many small products (quantcore/kernels/blas.py)
+        for index, node in enumerate(qgraph.nodes):
+            if node.name in layers:
+                quantized_mean = _dequantized(qgraph, node.inputs[0], env[node.inputs[0]]).mean(
+                    axis=0, keepdims=True
+                )
+                error = _mean_output(qgraph, node, quantized_mean, True) - _mean_output(
+                    float_graph, float_graph.node(node.name), float_means[node.name], False
+                )
+                corrections[node.name] = rounded(error)
+                qgraph = with_corrections(float_graph, qgraph, {node.name: corrections[node.name]})
+                node = qgraph.node(node.name)
             env[node.outputs[0]] = int8_exec.run_node(qgraph, node, env, rounding)
-        for name in [n for n in env if last_use.get(n, len(qgraph.nodes)) <= index]:
-            del env[name]  # every sample is held at once: keep only the tensors still to be read
+            for name in [n for n in env if last_use.get(n, len(qgraph.nodes)) <= index]:
+                del env[name]  # every sample is held at once: keep only the tensors still to be read
     out = qgraph.outputs[0]
     outputs = int8_exec.dequantize_tensor(qgraph, out, env[out]).reshape(len(data), -1)
     return Corrected(qgraph, corrections, outputs)
