@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import functools
 from collections.abc import Iterator
 from typing import Any
@@ -44,11 +43,9 @@ def reuse_freed_memory() -> Iterator[None]:
 
 @functools.cache
 def _glibc() -> Any:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
     try:
-        libc = ctypes.CDLL(name)
+        # The symbols the process already has (libc among them): find_library would run ldconfig.
+        libc = ctypes.CDLL(None)
     except OSError:
         return None
     if not (
