@@ -44,8 +44,12 @@ PROGRAMS = {
     "silent": "int main(void) { fclose(stdout); fclose(stderr); for (;;) { sleep(1); } }",
     "both_streams": "int main(void) { static char line[1024]; memset(line, 'x', sizeof line - 1);"
     " for (int i = 0; i < 10 * 1024; ++i) { puts(line); fputs(line, stderr); } return 3; }",
-    "forks": 'int main(void) { pid_t child = fork(); if (child == 0) { for (;;) { puts("orphan"); } }'
-    ' printf("child=%d\\n", (int)child); fputs("' + TRANSCRIPT + '", stdout); return 0; }',
+    # The child waits on a pipe until its parent has flushed its lines, so "child=" comes first.
+    "forks": "int main(void) { int go[2]; char c; if (pipe(go) != 0) { return 2; } pid_t child = fork();"
+    ' if (child == 0) { close(go[1]); if (read(go[0], &c, 1) == 1) { for (;;) { puts("orphan"); } }'
+    " return 0; }"
+    ' printf("child=%d\\n", (int)child); fputs("' + TRANSCRIPT + '", stdout); fflush(stdout);'
+    ' close(go[0]); if (write(go[1], "x", 1) != 1) { return 2; } return 0; }',
 }
 
 
