@@ -27,7 +27,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
 from quantcore.quantize import channel_scales, lowering, mixed_precision
-from quantcore.quantize.bias_correction import correct_biases, with_corrections
+from quantcore.quantize.bias_correction import Prefix, correct_biases, with_corrections
 from quantcore.quantize.document import (
     DocumentError,
     equalization_applied,
@@ -234,14 +234,15 @@ def quantize(
                                                        selection, options)  # fmt: skip
         qgraph = channels.qgraph
         for bc in bc_choices:
-            corrected, corrections = qgraph, {}
+            corrected, prefix = qgraph, None
+            corrections: Mapping[str, Any] = {}
             if bc:
-                corrected, corrections, outputs = correct_biases(
-                    graph, qgraph, selection.data, options.batch_size, float_model
+                corrected, corrections, outputs, prefix = correct_biases(
+                    graph, qgraph, selection.data, options.batch_size, float_model, keep=_output_cut(graph)
                 )
                 selection.remember(corrected, outputs)
             candidates[(eq, bc)] = _Candidate(
-                graph, float_model, calibration, corrected, summary, corrections, pools, channels
+                graph, float_model, calibration, corrected, summary, corrections, pools, channels, prefix
             )
     # Scored only when there is a choice to make.
     sqnr = {k: _score(selection, c) for k, c in candidates.items()} if len(candidates) > 1 else {}
@@ -446,8 +447,15 @@ def _choose_output(
         # layer's is measured again (on lenet5 keeping it cost 1.5 dB of calibration output SQNR).
         kept = {name: c for name, c in best.corrections.items() if name not in layers}
         qgraph = with_corrections(best.float_graph, qgraph, kept)
-        qgraph, measured, outputs = correct_biases(
-            best.float_graph, qgraph, selection.data, options.batch_size, best.float_model, only=layers
+        # Started from the int8 tensors the candidate's correcting run kept: only the tail runs.
+        qgraph, measured, outputs, _ = correct_biases(
+            best.float_graph,
+            qgraph,
+            selection.data,
+            options.batch_size,
+            best.float_model,
+            only=layers,
+            start=best.prefix,
         )
         selection.remember(qgraph, outputs)
         corrections[layers] = {name: measured.get(name, c) for name, c in best.corrections.items()}
@@ -469,6 +477,16 @@ def _choose_output(
         best, qgraph=choice.qgraph, corrections=corrections.get(choice.layers, best.corrections)
     )
     return chosen, dataclasses.replace(config, int16_layers=config.int16_layers | choice.layers), entry
+
+
+def _output_cut(graph: Graph) -> frozenset[str]:
+    """The tensors the int16-output trial's layers read (none without such a trial; `graph` the float
+    graph, whose names the int8 graph keeps): kept by the candidate's correcting run, the trial's own run
+    starts from them."""
+    move = mixed_precision.output_move(graph)
+    if isinstance(move, str):
+        return frozenset()
+    return frozenset(graph.node(name).inputs[0] for name in move.layers)
 
 
 def _mode_label(mode: bool | None) -> str:
@@ -493,7 +511,7 @@ def _int16_builder(
         wide = dataclasses.replace(config, int16_layers=config.int16_layers | layers)
         qgraph = quantize_graph(best.float_graph, best.calibration, wide)
         if bias_correction:
-            qgraph, corrections[layers], outputs = correct_biases(
+            qgraph, corrections[layers], outputs, _ = correct_biases(
                 best.float_graph, qgraph, selection.data, options.batch_size, best.float_model
             )
             selection.remember(qgraph, outputs)
@@ -536,6 +554,8 @@ class _Candidate:
     corrections: Mapping[str, Any]
     pools: lowering.Choice
     channels: channel_scales.Choice
+    prefix: Prefix | None = None
+    """The int8 tensors the output layers read and the float means, from the bias-correcting run."""
 
 
 def _calibration_plan(options: QuantizeOptions) -> CalibrationPlan:
