@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -214,6 +215,14 @@ def quantize(
     are chosen first (quantcore/quantize/lowering.py), on the same samples."""
     _check_pool_option(model, options)
     check_layer_methods(model, options.per_layer, "per_layer")
+    # Calibration, the per-channel ranges, bias correction and the scores run the same batches through
+    # the float model: onnxruntime runs each once.
+    reusing = model.float_model.reusing() if isinstance(model.float_model, OnnxFloat) else nullcontext()
+    with reusing:
+        return _quantized(model, data, options)
+
+
+def _quantized(model: LoadedModel, data: DataSet, options: QuantizeOptions) -> QuantizeResult:
     plan = _calibration_plan(options)
     # The pools are substituted here, by lowering's rule, not by quantize_graph's default.
     config = QuantConfig(options.per_channel, options.rounding, options.int16_layers, lower_pools=False)
