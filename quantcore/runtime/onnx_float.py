@@ -14,7 +14,8 @@ importer's folding budget already refused any that would be too large).
 
 `fixpoint quantize` runs the same calibration batches through the model several times (calibration, the
 per-channel ranges, bias correction's float means, the reference outputs): within `reusing()` a batch
-run again returns what its first run returned (copies), up to REUSE_BYTES of outputs kept.
+run again returns what its first run returned, up to REUSE_BYTES of outputs kept - read-only arrays,
+so that a caller writing into one fails loudly instead of changing what the next caller gets.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ class OnnxFloat:
 
     @contextlib.contextmanager
     def reusing(self) -> Iterator[None]:
-        """Within: a batch run before (the same input bytes) is not run again; its outputs are copied
-        from the first run's (onnxruntime's results for the same input, without the time)."""
+        """Within: a batch run before (the same input bytes) is not run again; it gets the first run's
+        outputs (onnxruntime's results for the same input, without the time), read-only."""
         self._kept, self._kept_bytes = {}, 0
         try:
             yield
@@ -145,8 +146,10 @@ class OnnxFloat:
             size = sum(v.nbytes for v in outputs.values())
             if self._kept_bytes + size > REUSE_BYTES:
                 return outputs
+            for value in outputs.values():
+                value.flags.writeable = False  # shared by every caller of this batch from now on
             self._kept[key], self._kept_bytes = outputs, self._kept_bytes + size
-        return {name: value.copy() for name, value in outputs.items()}  # callers may write into theirs
+        return dict(outputs)
 
     def _run_session(self, feeds: dict[str, Array]) -> dict[str, Array]:
         n = len(next(iter(feeds.values())))

@@ -1,5 +1,5 @@
 """OnnxFloat.reusing: a batch run again within it gets the first run's outputs - the same bits as a run
-of its own, in arrays of its own - and outputs past REUSE_BYTES are not kept."""
+of its own, read-only - and outputs past REUSE_BYTES are not kept."""
 
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ def test_a_batch_run_again_gets_the_same_bits_in_arrays_of_its_own(model: pipeli
     fresh = float_model.activations({name: _batch(1)})
     with float_model.reusing():
         first = float_model.activations({name: _batch(1)})
-        for value in first.values():
-            value[...] = 0  # a caller writing into its arrays changes nothing kept
+        output = model.graph.outputs[0]
+        with pytest.raises(ValueError, match="read-only"):
+            first[output][...] = 0  # shared with the next caller of this batch: not to be written
         again = float_model.activations({name: _batch(1)})
         other = float_model.activations({name: _batch(2)})
         assert len(float_model._kept or {}) == 2
@@ -42,7 +43,6 @@ def test_a_batch_run_again_gets_the_same_bits_in_arrays_of_its_own(model: pipeli
     for tensor in fresh:
         assert again[tensor].dtype == fresh[tensor].dtype
         np.testing.assert_array_equal(again[tensor], fresh[tensor])
-    output = model.graph.outputs[0]
     assert not np.array_equal(other[output], fresh[output])
 
 
