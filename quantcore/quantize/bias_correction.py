@@ -21,7 +21,7 @@ before its layer runs.
 A run can keep some of its int8 tensors and its float means (a Prefix) for another run of a graph that
 differs only after them: the int16-output trial (pipeline._choose_output) re-measures the output layer
 alone, and started from the tensor that layer reads it runs only the tail of the graph - the same bits as
-the whole run, since every node before that tensor is the same (checked, not assumed).
+the whole run, since every node before that tensor is the same (checked, not assumed: quantcore/runtime/tail.py).
 
 The corrections are per-channel floats recorded in the quant-params JSON (7 significant digits: the
 values applied here are the values a graph rebuilt from the file applies), so the integer biases stay a
@@ -30,7 +30,6 @@ function of the model and the file.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
@@ -43,7 +42,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize.params import WEIGHTED_KERNELS
 from quantcore.quantize.scheme import dequantize, quantize_bias
-from quantcore.runtime import float_exec, int8_exec
+from quantcore.runtime import float_exec, int8_exec, tail
 
 Floats = npt.NDArray[np.float64]
 
@@ -146,79 +145,14 @@ def _start(
     weights and biases) and nothing still to run needs the input or a layer to correct comes before them
     - those tensors and the nodes only they fed."""
     cut = {}
-    if start is not None and start.data is data and _equal(start.qgraph.meta, qgraph.meta):
-        cut = {name: v for name, v in start.tensors.items() if _same_upstream(start.qgraph, qgraph, name)}
-    needed = _needed_nodes(qgraph, set(cut))
+    if start is not None and start.data is data:
+        same = tail.shared(start.qgraph, qgraph)
+        cut = {name: v for name, v in start.tensors.items() if name in same}
+    needed = tail.needed(qgraph, set(cut))
     if cut and qgraph.inputs[0] not in needed.inputs and layers <= needed.names:
         return dict(cut), {n.name for n in qgraph.nodes} - needed.names
     x = to_firmware(qgraph, qgraph.inputs[0], data.x)
     return int8_exec.quantize_inputs(qgraph, {qgraph.inputs[0]: x}), set()
-
-
-class _Needed(NamedTuple):
-    names: set[str]
-    """The nodes to run."""
-    inputs: set[str]
-    """The tensors they read that no node to run makes (graph inputs, `given`)."""
-
-
-def _needed_nodes(graph: Graph, given: set[str]) -> _Needed:
-    """The nodes the graph's outputs need when the tensors `given` are known already."""
-    producer = {out: node for node in graph.nodes for out in node.outputs}
-    names: set[str] = set()
-    inputs: set[str] = set()
-    wanted = list(graph.outputs)
-    while wanted:
-        name = wanted.pop()
-        node = producer.get(name)
-        if name in given or node is None:
-            inputs.add(name)
-        elif node.name not in names:
-            names.add(node.name)
-            wanted += [i for i in node.inputs if i and not graph.tensor(i).is_constant]
-    return _Needed(names, inputs)
-
-
-def _same_upstream(before: Graph, after: Graph, name: str) -> bool:
-    """Whether tensor `name` is made the same way in both graphs: every node it depends on equal, with
-    equal tensors (quantization and constant data included)."""
-    producers = ({out: n for n in g.nodes for out in n.outputs} for g in (before, after))
-    made_before, made_after = producers
-    wanted, seen = [name], set()
-    while wanted:
-        tensor = wanted.pop()
-        if tensor in seen:
-            continue
-        seen.add(tensor)
-        if tensor not in before.tensors or tensor not in after.tensors:
-            return False
-        if not _equal(before.tensor(tensor), after.tensor(tensor)):
-            return False
-        node, other = made_before.get(tensor), made_after.get(tensor)
-        if node is None or other is None:
-            if node is not other:
-                return False
-            continue
-        if not _equal(node, other):
-            return False
-        wanted += [i for i in node.inputs if i]
-    return True
-
-
-def _equal(a: Any, b: Any) -> bool:
-    """Deep equality of IR values: arrays by dtype and every element, dataclasses field by field (a
-    tensor's data included, which its own __eq__ leaves out)."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        x, y = np.asarray(a), np.asarray(b)
-        return x.dtype == y.dtype and x.shape == y.shape and bool(np.array_equal(x, y))
-    if dataclasses.is_dataclass(a) and not isinstance(a, type):
-        fields = dataclasses.fields(a)
-        return type(a) is type(b) and all(_equal(getattr(a, f.name), getattr(b, f.name)) for f in fields)
-    if isinstance(a, Mapping):
-        return isinstance(b, Mapping) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(map(_equal, a, b))
-    return type(a) is type(b) and bool(a == b)
 
 
 def rounded(values: Any) -> Floats:
