@@ -21,7 +21,8 @@ before its layer runs.
 A run can keep some of its int8 tensors and its float means (a Prefix) for another run of a graph that
 differs only after them: the int16-output trial (pipeline._choose_output) re-measures the output layer
 alone, and started from the tensor that layer reads it runs only the tail of the graph - the same bits as
-the whole run, since every node before that tensor is the same (checked, not assumed: quantcore/runtime/tail.py).
+the whole run, since every node before that tensor is the same (checked, not assumed:
+quantcore/runtime/tail.py).
 
 The corrections are per-channel floats recorded in the quant-params JSON (7 significant digits: the
 values applied here are the values a graph rebuilt from the file applies), so the integer biases stay a
