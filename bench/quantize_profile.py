@@ -8,8 +8,9 @@ For each Fashion-MNIST benchmark net (bench/fashion_mnist; train.py makes them, 
   1. the wall time of the whole CLI process `fixpoint quantize MODEL --calib DATA -o JSON` (default
      automatic choices: equalization, bias correction, pools), best of --repeat;
   2. ONNX Runtime quant_pre_process + quantize_static (QDQ, per-channel QInt8, MinMax), as a fresh
-     process too (python start and imports included, like the CLI) and in-process once warm (the figure
-     bench/fashion_mnist/run.py reports);
+     process too (python start and imports included, like the CLI; torch hidden, as run.py's peer
+     processes do: importing it would add seconds onnxruntime does not need) and in-process once warm
+     (the figure bench/fashion_mnist/run.py reports);
   3. a cProfile of each phase of the command in this process (load the model, load the data, quantize,
      write the JSON): the top --top entries by cumulative time, Fixpoint's own functions first;
   4. the imports of the CLI process (python -X importtime): the top --top by cumulative time.
@@ -42,6 +43,7 @@ ORT_SCRIPT = """
 import sys, time
 start = time.perf_counter()
 sys.path.insert(0, {bench!r})
+sys.modules["torch"] = None  # as peers.py's own process (run.py): onnxruntime's quantizer without torch
 import numpy as np, peers
 from pathlib import Path
 with np.load({calib!r}) as npz:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,11 +24,13 @@ from quantcore.calibrate.method import RangeMethod
 from quantcore.data import DataSet
 from quantcore.errors import InputError, ModelError, UnsupportedError
 from quantcore.ir import Graph
+from quantcore.kernels.blas import single_threaded
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
+from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize import channel_scales, lowering, mixed_precision
-from quantcore.quantize.bias_correction import correct_biases, with_corrections
+from quantcore.quantize.bias_correction import Prefix, correct_biases, with_corrections
 from quantcore.quantize.document import (
     DocumentError,
     equalization_applied,
@@ -38,9 +41,10 @@ from quantcore.quantize.document import (
 )
 from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
 from quantcore.quantize.mixed_precision import Budget
+from quantcore.runtime import int8_exec, tail
 from quantcore.runtime.ir_float import IrFloat
 from quantcore.runtime.onnx_float import OnnxFloat
-from quantcore.verify.evaluate import evaluate_graphs, float_outputs, int8_outputs
+from quantcore.verify.evaluate import evaluate_graphs, float_outputs
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import EvaluationReport, json_db
 from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes, layer_sensitivity
@@ -52,6 +56,9 @@ if TYPE_CHECKING:
 SELECTION_SAMPLES = 256
 """Calibration samples the automatic choices (equalization) are scored on: output SQNR averages over
 every output of every sample, so a few hundred decide as well as thousands, at a fraction of the time."""
+KEPT_RUN_BYTES = 64 * 2**20
+"""The int8 tensors of one graph's run over the selection samples kept for the next graph's (13 MiB on
+MobileNetV2 with 100 samples); a larger run is not kept, the next one runs whole."""
 EQUALIZE_SPREAD = 4.0
 """Auto mode scores equalization only when it would move some channel over 4x against another of the
 same tensor. Below that a per-tensor scale loses under 2 bits on any channel to its widest neighbour;
@@ -214,6 +221,14 @@ def quantize(
     are chosen first (quantcore/quantize/lowering.py), on the same samples."""
     _check_pool_option(model, options)
     check_layer_methods(model, options.per_layer, "per_layer")
+    # Calibration, the per-channel ranges, bias correction and the scores run the same batches through
+    # the float model: onnxruntime runs each once.
+    reusing = model.float_model.reusing() if isinstance(model.float_model, OnnxFloat) else nullcontext()
+    with reusing:
+        return _quantized(model, data, options)
+
+
+def _quantized(model: LoadedModel, data: DataSet, options: QuantizeOptions) -> QuantizeResult:
     plan = _calibration_plan(options)
     # The pools are substituted here, by lowering's rule, not by quantize_graph's default.
     config = QuantConfig(options.per_channel, options.rounding, options.int16_layers, lower_pools=False)
@@ -234,14 +249,15 @@ def quantize(
                                                        selection, options)  # fmt: skip
         qgraph = channels.qgraph
         for bc in bc_choices:
-            corrected, corrections = qgraph, {}
+            corrected, prefix = qgraph, None
+            corrections: Mapping[str, Any] = {}
             if bc:
-                corrected, corrections, outputs = correct_biases(
-                    graph, float_model, qgraph, selection.data, options.batch_size
+                corrected, corrections, outputs, prefix = correct_biases(
+                    graph, float_model, qgraph, selection.data, options.batch_size, keep=_output_cut(graph)
                 )
                 selection.remember(corrected, outputs)
             candidates[(eq, bc)] = _Candidate(
-                graph, float_model, calibration, corrected, summary, corrections, pools, channels
+                graph, float_model, calibration, corrected, summary, corrections, pools, channels, prefix
             )
     # Scored only when there is a choice to make.
     sqnr = {k: _score(selection, c) for k, c in candidates.items()} if len(candidates) > 1 else {}
@@ -446,8 +462,15 @@ def _choose_output(
         # layer's is measured again (on lenet5 keeping it cost 1.5 dB of calibration output SQNR).
         kept = {name: c for name, c in best.corrections.items() if name not in layers}
         qgraph = with_corrections(best.float_graph, qgraph, kept)
-        qgraph, measured, outputs = correct_biases(
-            best.float_graph, best.float_model, qgraph, selection.data, options.batch_size, only=layers
+        # Started from the int8 tensors the candidate's correcting run kept: only the tail runs.
+        qgraph, measured, outputs, _ = correct_biases(
+            best.float_graph,
+            best.float_model,
+            qgraph,
+            selection.data,
+            options.batch_size,
+            only=layers,
+            start=best.prefix,
         )
         selection.remember(qgraph, outputs)
         corrections[layers] = {name: measured.get(name, c) for name, c in best.corrections.items()}
@@ -469,6 +492,16 @@ def _choose_output(
         best, qgraph=choice.qgraph, corrections=corrections.get(choice.layers, best.corrections)
     )
     return chosen, dataclasses.replace(config, int16_layers=config.int16_layers | choice.layers), entry
+
+
+def _output_cut(graph: Graph) -> frozenset[str]:
+    """The tensors the int16-output trial's layers read (none without such a trial; `graph` the float
+    graph, whose names the int8 graph keeps): kept by the candidate's correcting run, the trial's own run
+    starts from them."""
+    move = mixed_precision.output_move(graph)
+    if isinstance(move, str):
+        return frozenset()
+    return frozenset(graph.node(name).inputs[0] for name in move.layers)
 
 
 def _mode_label(mode: bool | None) -> str:
@@ -493,7 +526,7 @@ def _int16_builder(
         wide = dataclasses.replace(config, int16_layers=config.int16_layers | layers)
         qgraph = quantize_graph(best.float_graph, best.calibration, wide)
         if bias_correction:
-            qgraph, corrections[layers], outputs = correct_biases(
+            qgraph, corrections[layers], outputs, _ = correct_biases(
                 best.float_graph, best.float_model, qgraph, selection.data, options.batch_size
             )
             selection.remember(qgraph, outputs)
@@ -536,6 +569,8 @@ class _Candidate:
     corrections: Mapping[str, Any]
     pools: lowering.Choice
     channels: channel_scales.Choice
+    prefix: Prefix | None = None
+    """The int8 tensors the output layers read and the float means, from the bias-correcting run."""
 
 
 def _calibration_plan(options: QuantizeOptions) -> CalibrationPlan:
@@ -562,6 +597,9 @@ class _Selection:
     def __init__(self, model: LoadedModel, data: DataSet, batch_size: int) -> None:
         self.model, self.data, self.batch_size = model, data, batch_size
         self._known: list[tuple[Graph, np.ndarray]] = []
+        self._last: tuple[Graph, dict[str, np.ndarray]] | None = None
+        """The last graph run here and its int8 tensors on every sample (within KEPT_RUN_BYTES): the
+        next graph scored, a trial that differs from it only from some layer on, runs from there."""
 
     def remember(self, qgraph: Graph, outputs: np.ndarray) -> None:
         """The int8 outputs of `qgraph` on these samples, computed elsewhere (bias correction's run)."""
@@ -571,7 +609,28 @@ class _Selection:
         for known, outputs in self._known:
             if known is qgraph:
                 return outputs
-        return int8_outputs(qgraph, self.data, self.batch_size)
+        env = self._from_last(qgraph)
+        if env is None:
+            x = to_firmware(qgraph, qgraph.inputs[0], self.data.x)
+            with single_threaded():
+                env = int8_exec.run(qgraph, int8_exec.quantize_inputs(qgraph, {qgraph.inputs[0]: x}))
+        kept = sum(v.nbytes for v in env.values()) <= KEPT_RUN_BYTES
+        self._last = (qgraph, env) if kept else None
+        out = qgraph.outputs[0]
+        return int8_exec.dequantize_tensor(qgraph, out, env[out]).reshape(len(self.data), -1)
+
+    def _from_last(self, qgraph: Graph) -> dict[str, np.ndarray] | None:
+        """The int8 tensors of `qgraph` run from the tensors the last graph shares with it (quantcore/
+        runtime/tail.py: the same bits as a whole run); None when its outputs need the input."""
+        if self._last is None:
+            return None
+        graph, env = self._last
+        given = tail.shared(graph, qgraph) & env.keys()
+        needed = tail.needed(qgraph, given)
+        if not needed.inputs <= given:
+            return None
+        rounding = Rounding(qgraph.meta.get("rounding", "double"))
+        return tail.run(qgraph, {name: env[name] for name in given}, needed.names, rounding)
 
     @functools.cached_property
     def reference(self) -> np.ndarray:

@@ -42,7 +42,10 @@ class _Lowering:
 
     def constant(self, symbol: str, ctype: str, values: Any, layer: str, description: str) -> str:
         """Emit a constant array, padded with zeros to a multiple of the alignment; returns its symbol."""
-        flat = tuple(int(v) for v in np.asarray(values).reshape(-1))
+        array = np.asarray(values).reshape(-1)
+        # tolist gives an integer array's Python ints at once (fixpoint quantize costs every candidate's
+        # memory through here: an element-by-element int() was most of that).
+        flat = tuple(array.tolist()) if array.dtype.kind in "iu" else tuple(int(v) for v in array)
         item = _ITEMSIZE[ctype]
         padded = align_up(max(len(flat), 1) * item, max(self.alignment, item)) // item
         name = f"{self.prefix}_{symbol}"

@@ -18,6 +18,12 @@ the layer applied to the mean of its inputs. The float side needs one pass that 
 input; the int8 side one run of the int8 graph over the samples, node by node, fixing each bias just
 before its layer runs.
 
+A run can keep some of its int8 tensors and its float means (a Prefix) for another run of a graph that
+differs only after them: the int16-output trial (pipeline._choose_output) re-measures the output layer
+alone, and started from the tensor that layer reads it runs only the tail of the graph - the same bits as
+the whole run, since every node before that tensor is the same (checked, not assumed:
+quantcore/runtime/tail.py).
+
 The corrections are per-channel floats recorded in the quant-params JSON (7 significant digits: the
 values applied here are the values a graph rebuilt from the file applies), so the integer biases stay a
 function of the model and the file.
@@ -37,7 +43,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize.params import WEIGHTED_KERNELS
 from quantcore.quantize.scheme import dequantize, quantize_bias
-from quantcore.runtime import float_exec, int8_exec
+from quantcore.runtime import float_exec, int8_exec, tail
 
 Floats = npt.NDArray[np.float64]
 
@@ -57,6 +63,19 @@ class Corrected(NamedTuple):
     outputs: np.ndarray
     """The corrected graph's dequantized output on every sample, flattened per sample (N, -1): the run
     that measured the corrections computed it, so scoring the graph on the same samples needs no other."""
+    prefix: Prefix
+    """The tensors the run was asked to keep, and its float means, for a later run's `start`."""
+
+
+class Prefix(NamedTuple):
+    """What a correcting run saw: the int8 values of the tensors it was asked to keep (every sample) in
+    the corrected graph, and the float input means of the layers it corrected."""
+
+    qgraph: Graph
+    float_graph: Graph
+    data: Any
+    tensors: dict[str, np.ndarray]
+    float_means: dict[str, Floats]
 
 
 class FloatModel(Protocol):
@@ -70,22 +89,31 @@ def correct_biases(
     data: Samples,
     batch_size: int = 64,
     only: frozenset[str] | None = None,
+    keep: frozenset[str] = frozenset(),
+    start: Prefix | None = None,
 ) -> Corrected:
     """The quantized graph with corrected biases, each layer's correction, and the graph's output.
 
     `float_graph` is the graph `qgraph` was quantized from and `float_model` what computes its
     activations (onnxruntime for an ONNX model: 5x faster than the IR's float executor); `data` the
     calibration samples to average over (all of them are run through the int8 graph at once).
-    `only`: correct these layers alone (the others as `qgraph` has them, corrected already or not)."""
+    `only`: correct these layers alone (the others as `qgraph` has them, corrected already or not).
+    `keep`: tensors whose int8 values the result's prefix holds. `start`: an earlier run's prefix on the
+    same float graph and samples; the nodes its tensors make unnecessary are not run (bit-identical)."""
     layers = {n.name: n for n in corrected_layers(float_graph, qgraph) if only is None or n.name in only}
-    float_means = _float_input_means(float_graph, list(layers), data, batch_size, float_model)
+    known = start.float_means if start is not None and _same_inputs(start, float_graph, data) else {}
+    float_means = {name: known[name] for name in layers if name in known}
+    missing = [name for name in layers if name not in float_means]
+    float_means.update(_float_input_means(float_graph, missing, data, batch_size, float_model))
     rounding = Rounding(qgraph.meta.get("rounding", "double"))
-    x = to_firmware(qgraph, qgraph.inputs[0], data.x)
-    env = int8_exec.quantize_inputs(qgraph, {qgraph.inputs[0]: x})
+    env, skipped = _start(qgraph, data, start, set(layers))
     last_use = _last_uses(qgraph)
     corrections: dict[str, Floats] = {}
+    kept: dict[str, np.ndarray] = {name: env[name] for name in keep if name in env}
     with single_threaded():  # the kernels' many small products (quantcore/kernels/blas.py)
         for index, node in enumerate(qgraph.nodes):
+            if node.name in skipped:
+                continue
             if node.name in layers:
                 quantized_mean = _dequantized(qgraph, node.inputs[0], env[node.inputs[0]]).mean(
                     axis=0, keepdims=True
@@ -97,11 +125,35 @@ def correct_biases(
                 qgraph = with_corrections(float_graph, qgraph, {node.name: corrections[node.name]})
                 node = qgraph.node(node.name)
             env[node.outputs[0]] = int8_exec.run_node(qgraph, node, env, rounding)
+            if node.outputs[0] in keep:
+                kept[node.outputs[0]] = env[node.outputs[0]]
             for name in [n for n in env if last_use.get(n, len(qgraph.nodes)) <= index]:
                 del env[name]  # every sample is held at once: keep only the tensors still to be read
     out = qgraph.outputs[0]
     outputs = int8_exec.dequantize_tensor(qgraph, out, env[out]).reshape(len(data), -1)
-    return Corrected(qgraph, corrections, outputs)
+    return Corrected(qgraph, corrections, outputs, Prefix(qgraph, float_graph, data, kept, float_means))
+
+
+def _same_inputs(start: Prefix, float_graph: Graph, data: Samples) -> bool:
+    return start.float_graph is float_graph and start.data is data
+
+
+def _start(
+    qgraph: Graph, data: Samples, start: Prefix | None, layers: set[str]
+) -> tuple[dict[str, np.ndarray], set[str]]:
+    """The int8 tensors a run starts from and the nodes it need not run: the graph input quantized and
+    none, or - when `start` holds tensors made by the same nodes as in `qgraph` (same ops, parameters,
+    weights and biases) and nothing still to run needs the input or a layer to correct comes before them
+    - those tensors and the nodes only they fed."""
+    cut = {}
+    if start is not None and start.data is data:
+        same = tail.shared(start.qgraph, qgraph)
+        cut = {name: v for name, v in start.tensors.items() if name in same}
+    needed = tail.needed(qgraph, set(cut))
+    if cut and qgraph.inputs[0] not in needed.inputs and layers <= needed.names:
+        return dict(cut), {n.name for n in qgraph.nodes} - needed.names
+    x = to_firmware(qgraph, qgraph.inputs[0], data.x)
+    return int8_exec.quantize_inputs(qgraph, {qgraph.inputs[0]: x}), set()
 
 
 def rounded(values: Any) -> Floats:
@@ -140,6 +192,8 @@ def _float_input_means(
     float_graph: Graph, layers: list[str], data: Samples, batch_size: int, float_model: FloatModel
 ) -> dict[str, Floats]:
     """Per layer, the float input averaged over the samples (one (1, ...) array in the IR's layout)."""
+    if not layers:
+        return {}
     inputs = {name: float_graph.node(name).inputs[0] for name in layers}
     sums: dict[str, Floats] = {}
     input_name = float_graph.inputs[0]

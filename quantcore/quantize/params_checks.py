@@ -170,7 +170,25 @@ def _validator() -> Any:
     checker = base.TYPE_CHECKER.redefine(
         "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
     )
-    return jsonschema.validators.extend(base, type_checker=checker)(schema())
+    return jsonschema.validators.extend(base, type_checker=checker)(_inlined(schema(), schema()))
+
+
+def _inlined(node: Any, root: Doc) -> Any:
+    """`node` with every "#/definitions/..." reference replaced by the definition itself (inlined in
+    turn): the same schema for the validator (Draft 7 ignores a $ref's sibling keywords, so the node is
+    the definition; its errors name the same schema and instance paths) without resolving a reference
+    at each of the thousands of values a params file has - half the time of validating one."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_DEFINITIONS):
+            return _inlined(root["definitions"][ref[len(_DEFINITIONS) :]], root)
+        return {key: _inlined(value, root) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_inlined(value, root) for value in node]
+    return node
+
+
+_DEFINITIONS = "#/definitions/"
 
 
 def _schema_problems(doc: Any, suggest: Suggest) -> Iterator[Problem]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,12 +12,16 @@ import onnx
 import pytest
 
 from quantcore import pipeline
+from quantcore.calibrate.collect import CalibrationPlan, calibrate
 from quantcore.data import DataSet
+from quantcore.ir import Graph
 from quantcore.quantize import params_json
-from quantcore.quantize.bias_correction import correct_biases, corrected_layers
+from quantcore.quantize.bias_correction import Corrected, correct_biases, corrected_layers, with_corrections
 from quantcore.quantize.document import DocumentError, from_document
+from quantcore.quantize.graph import QuantConfig, quantize_graph
+from quantcore.quantize.mixed_precision import Move, output_move
 from quantcore.verify.evaluate import int8_outputs
-from tests.onnx_models import small_cnn
+from tests.onnx_models import outlier_cnn, small_cnn
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +46,10 @@ def test_each_layer_is_corrected_on_inputs_from_corrected_layers(model: pipeline
     all at once on the uncorrected graph, the values would change on the second run.)"""
     plain = _forced(model, False).qgraph
     data = _data(96, 1)
-    corrected, first, _ = correct_biases(model.graph, model.float_model, plain, data)
+    corrected, first, _, _ = correct_biases(model.graph, model.float_model, plain, data)
     assert set(first) == {n.name for n in corrected_layers(model.graph, plain)} and len(first) == 4
     assert max(float(np.abs(v).max()) for v in first.values()) > 1e-4  # there was something to correct
-    again, second, _ = correct_biases(model.graph, model.float_model, corrected, data)
+    again, second, _, _ = correct_biases(model.graph, model.float_model, corrected, data)
     assert second.keys() == first.keys()
     for name in first:
         np.testing.assert_array_equal(second[name], first[name])
@@ -113,3 +118,92 @@ def test_the_outputs_of_the_correcting_run_are_the_corrected_graphs(model: pipel
     fresh = int8_outputs(result.qgraph, data, batch_size=40)
     assert result.outputs.shape == fresh.shape == (96, 10)
     np.testing.assert_array_equal(result.outputs, fresh)
+
+
+@pytest.fixture(scope="module")
+def logits_model(tmp_path_factory: pytest.TempPathFactory) -> pipeline.LoadedModel:
+    """A net whose output layer can move to int16 (a fully connected layer, no softmax after it)."""
+    path = tmp_path_factory.mktemp("bc") / "logits.onnx"
+    onnx.save(outlier_cnn(factor=1.0), path)
+    return pipeline.load_model(path)
+
+
+def _output_trial(model: pipeline.LoadedModel, data: DataSet) -> tuple[Corrected, Graph, Move]:
+    """As pipeline._choose_output builds it: the corrected int8 graph's run keeping the tensor the output
+    layer reads, and the graph with the output layer at int16 and the other layers' corrections."""
+    graph = model.graph
+    calibration, _ = calibrate(graph, model.float_model, data, CalibrationPlan())
+    config = QuantConfig(lower_pools=False)
+    move = output_move(graph)
+    assert isinstance(move, Move) and move.layers == {"fc"}
+    cut = frozenset(graph.node(name).inputs[0] for name in move.layers)
+    best = correct_biases(
+        graph, model.float_model, quantize_graph(graph, calibration, config), data, keep=cut
+    )
+    assert best.prefix.tensors.keys() == cut and best.prefix.float_means.keys() == best.corrections.keys()
+    wide = quantize_graph(graph, calibration, dataclasses.replace(config, int16_layers=move.layers))
+    kept = {name: c for name, c in best.corrections.items() if name not in move.layers}
+    return best, with_corrections(graph, wide, kept), move
+
+
+def _assert_same_run(one: Corrected, other: Corrected) -> None:
+    assert one.corrections.keys() == other.corrections.keys()
+    for name in one.corrections:
+        np.testing.assert_array_equal(one.corrections[name], other.corrections[name])
+    for node in corrected_layers(one.qgraph, one.qgraph):
+        bias = node.inputs[2]
+        np.testing.assert_array_equal(one.qgraph.constant(bias), other.qgraph.constant(bias))
+    np.testing.assert_array_equal(one.outputs, other.outputs)
+
+
+def test_a_run_started_from_a_kept_tensor_runs_the_tail_alone_and_gives_the_whole_runs_bits(
+    logits_model: pipeline.LoadedModel,
+) -> None:
+    """The int16-output trial re-measures the output layer alone: started from the int8 tensor the
+    candidate's correcting run kept, it runs only the nodes after it - the same corrections, biases and
+    outputs, bit for bit, as running the whole trial graph."""
+    data = _data(96, 4)
+    best, wide, move = _output_trial(logits_model, data)
+    full = correct_biases(logits_model.graph, logits_model.float_model, wide, data, only=move.layers)
+    tail = correct_biases(
+        logits_model.graph, logits_model.float_model, wide, data, only=move.layers, start=best.prefix
+    )
+    assert full.corrections.keys() == {"fc"}
+    _assert_same_run(tail, full)
+    # The kept tensor is what the tail read: other values there give other outputs.
+    shifted = {name: np.where(v < 127, v + 1, v).astype(v.dtype) for name, v in best.prefix.tensors.items()}
+    moved = correct_biases(
+        logits_model.graph,
+        logits_model.float_model,
+        wide,
+        data,
+        only=move.layers,
+        start=best.prefix._replace(tensors=shifted),
+    )
+    assert not np.array_equal(moved.outputs, full.outputs)
+
+
+def test_a_kept_tensor_made_by_other_layers_is_not_used(logits_model: pipeline.LoadedModel) -> None:
+    """A prefix whose graph computes the kept tensor differently (here: the layers before it uncorrected)
+    is ignored: the run starts from the input, as without it."""
+    data = _data(96, 4)
+    best, wide, move = _output_trial(logits_model, data)
+    uncorrected = with_corrections(
+        logits_model.graph, best.qgraph, {name: 0 * c for name, c in best.corrections.items()}
+    )
+    stale = correct_biases(
+        logits_model.graph,
+        logits_model.float_model,
+        uncorrected,
+        data,
+        only=move.layers,
+        keep=frozenset(best.prefix.tensors),
+    )
+    assert any(not np.array_equal(stale.prefix.tensors[k], v) for k, v in best.prefix.tensors.items())
+    full = correct_biases(logits_model.graph, logits_model.float_model, wide, data, only=move.layers)
+    _assert_same_run(
+        correct_biases(
+            logits_model.graph, logits_model.float_model, wide, data, only=move.layers, start=stale.prefix
+        ),
+        full,
+    )
