@@ -1,8 +1,8 @@
 """The editor's rules on the recurrent kernels (arm_lstm_unidirectional_s8/_s16, arm_svdf_s8,
 arm_svdf_state_s16_s8): a seeded mistake per rule in real C, JSON and Makefile text, found with its
 exact message and range, and the corrected file clean; the C Fixpoint generates for TFLM's recurrent
-models (keyword_scrambled's SVDFs, mnist_lstm's LSTM) clean on every target; the CMSIS-NN sources
-missing-cmsis-nn asks for are what the kernels link against.
+models (keyword_scrambled's SVDFs, mnist_lstm's and micro_speech_lstm's LSTMs) clean on every target;
+the CMSIS-NN sources missing-cmsis-nn asks for are what the kernels link against.
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ def lstm_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _generated(tmp_path_factory.mktemp("lstm"), "trained_lstm_int8", "qemu-m55")
 
 
-@pytest.mark.parametrize("model", ["keyword_scrambled", "trained_lstm_int8"])
+@pytest.mark.parametrize("model", ["keyword_scrambled", "trained_lstm_int8", "micro_speech_lstm"])
 @pytest.mark.parametrize("target", ["host", "qemu-m4", "qemu-m55"])
 def test_the_generated_c_of_tflms_recurrent_models_has_no_finding(
     model: str, target: str, tmp_path: Path
