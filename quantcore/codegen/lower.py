@@ -84,7 +84,7 @@ def lower(graph: Graph, *, prefix: str = "model", core: Core = Core.CORTEX_M4, a
         input=_io(ctx, graph.inputs[0]),
         output=_io(ctx, graph.outputs[0]),
         arena=P.ArenaFigures(arena.arena_bytes, arena.tensor_bytes, arena.lower_bound, arena.peak_live_bytes),
-        scratch_bytes=_scratch(graph, core),
+        scratch_bytes=_scratch(graph, core, alignment),
         requantize_functions=_requantize_functions(layers),
     )
 
@@ -112,10 +112,13 @@ def _check_settings(graph: Graph, prefix: str, alignment: int) -> None:
             )
 
 
-def _scratch(graph: Graph, core: Core) -> int:
+def _scratch(graph: Graph, core: Core, alignment: int) -> int:
+    """The largest scratch any layer asks for, padded to the alignment like every generated array (the
+    kernels are told their own sizes; the padding only keeps the project's alignment policy)."""
     from quantcore.codegen.buffers import scratch_bytes
 
-    return max((int(scratch_bytes(graph, node, core)) for node in graph.nodes), default=0)
+    largest = max((int(scratch_bytes(graph, node, core)) for node in graph.nodes), default=0)
+    return align_up(largest, alignment)
 
 
 def _tensor_buffers(graph: Graph, arena: ArenaPlan) -> dict[str, P.TensorBuffer]:
@@ -460,6 +463,7 @@ def _svdf(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.SvdfC
             f"{symbol}_weights_time", "int16_t", wt, node.name, f"time weights {tuple(wt.shape)} int16"
         ),
         bias=ctx.constant(f"{symbol}_bias", "int32_t", bias, node.name, f"bias ({units},) int32"),
+        alignment=ctx.alignment,
     )
 
 
@@ -510,6 +514,7 @@ def _lstm(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.LstmC
         output_shift=params.output_shift,
         output_offset=params.output_offset,
         **gates,
+        alignment=ctx.alignment,
     )
 
 

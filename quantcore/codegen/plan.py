@@ -292,6 +292,29 @@ class AliasCall:
 
 
 @dataclass(frozen=True)
+class StateBuffer:
+    """A recurrent layer's own static buffer (state or work), declared outside the arena: aligned and
+    zero-padded to the plan's alignment like every other array Fixpoint generates (the kernels take the
+    element counts from their params, so the padding is never read)."""
+
+    suffix: str
+    """`<layer symbol>_<suffix>`: "hidden_state", "state", "filter_sums"..."""
+    ctype: str
+    length: int
+    alignment: int
+
+    @property
+    def padded_length(self) -> int:
+        item = _ITEMSIZE[self.ctype]
+        unit = max(self.alignment, item)
+        return -(-self.length * item // unit) * unit // item
+
+    @property
+    def padded_bytes(self) -> int:
+        return self.padded_length * _ITEMSIZE[self.ctype]
+
+
+@dataclass(frozen=True)
 class LstmGateCall:
     """cmsis_nn_lstm_gate: the gate's two products (weights, effective biases, multipliers) and activation."""
 
@@ -333,11 +356,23 @@ class LstmCall:
     input_gate: LstmGateCall
     cell_gate: LstmGateCall
     output_gate: LstmGateCall
+    alignment: int
+
+    @property
+    def state_buffers(self) -> tuple[StateBuffer, ...]:
+        """The persistent state (int8 hidden, int16 cell) and the two int16 work buffers."""
+        n = self.batch_size * self.hidden_size
+        types = (
+            ("hidden_state", "int8_t"),
+            ("cell_state", "int16_t"),
+            ("temp1", "int16_t"),
+            ("temp2", "int16_t"),
+        )
+        return tuple(StateBuffer(suffix, ctype, n, self.alignment) for suffix, ctype in types)
 
     @property
     def state_bytes(self) -> int:
-        """The persistent state (int8 hidden, int16 cell) and the two int16 work buffers."""
-        return self.batch_size * self.hidden_size * (1 + 2 + 2 + 2)
+        return sum(b.padded_bytes for b in self.state_buffers)
 
 
 @dataclass(frozen=True)
@@ -364,11 +399,20 @@ class SvdfCall:
     weights_feature: str
     weights_time: str
     bias: str
+    alignment: int
+
+    @property
+    def state_buffers(self) -> tuple[StateBuffer, ...]:
+        """The int16 state, and the int32 work buffers of the filters' and the units' sums."""
+        return (
+            StateBuffer("state", "int16_t", self.batch * self.filters * self.memory, self.alignment),
+            StateBuffer("filter_sums", "int32_t", self.batch * self.filters, self.alignment),
+            StateBuffer("unit_sums", "int32_t", self.batch * self.units, self.alignment),
+        )
 
     @property
     def state_bytes(self) -> int:
-        """The int16 state, and the int32 work buffers of the filters' and the units' sums."""
-        return self.batch * (self.filters * self.memory * 2 + self.filters * 4 + self.units * 4)
+        return sum(b.padded_bytes for b in self.state_buffers)
 
 
 Call = (

@@ -205,15 +205,17 @@ def test_what_cmsis_nns_lstm_lacks_is_refused_naming_the_operator(case: str, tmp
 
 
 def test_the_lstm_state_is_declared_outside_the_arena_and_counted(tmp_path: Path) -> None:
-    """mnist_lstm (batch 1, 20 units): int8 hidden + int16 cell state + two int16 work buffers = 140 B of
-    the layer's own static buffers, which model.h declares and the memory audit reads."""
+    """mnist_lstm (batch 1, 20 units): int8 hidden + int16 cell state + two int16 work buffers, each
+    aligned and zero-padded to the 16-byte alignment as every generated array (32 + 3 * 48 = 176 B of
+    140 B used) - the layer's own static buffers, which model.h declares and the memory audit reads."""
     from quantcore.codegen.generate import generate
     from quantcore.targets.build import read_header
 
     qgraph = pipeline.quantize_imported(pipeline.load_model(tflm.model("trained_lstm_int8"))).qgraph
     generate(qgraph, tmp_path / "model", force=True)
     header = read_header(tmp_path / "model")
-    assert header.state_bytes == 20 * (1 + 2 + 2 + 2)
+    assert header.state_bytes == 32 + 3 * 48
     source = (tmp_path / "model" / "model.c").read_text()
-    assert "static int8_t l0_tfl_unidirectional_sequence_lstm_hidden_state[20];" in source
-    assert "static int16_t l0_tfl_unidirectional_sequence_lstm_cell_state[20];" in source
+    aligned = "__attribute__((aligned(MODEL_ALIGNMENT)));"
+    assert f"static int8_t l0_tfl_unidirectional_sequence_lstm_hidden_state[32] {aligned}" in source
+    assert f"static int16_t l0_tfl_unidirectional_sequence_lstm_cell_state[24] {aligned}" in source

@@ -5,6 +5,10 @@ A layer is recognised by the generated naming (`l3_conv2_params`, `model_l3_conv
 or by a layer name appearing as an identifier; its entry comes from the quant-params JSON the file was
 generated from (or the project's).
 
+Hover on a recurrent kernel's name (arm_lstm_unidirectional_s8 ...) or on one of the structs it takes
+(cmsis_nn_lstm_params ...): its arguments or fields and what each is (kernel_docs.py), with or without a
+JSON; a recurrent layer's hover lists its params the same way.
+
 Hover on a finding: the explanation of its rule (what it checks, why it matters, how to fix), for
 editors that show no link to it (Neovim shows the diagnostic's message but not its codeDescription).
 """
@@ -16,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from fixpoint_server.features.kernel_docs import kernel_markdown, layer_rows
 from fixpoint_server.findings import Code
 from fixpoint_server.parse.params import ParamsFile
 from fixpoint_server.rules.context import CheckContext
@@ -35,8 +40,13 @@ def hover_markdown(
     if text is None:
         return None
     word = _word_at(text, line, column)
+    if word is None:
+        return None
+    kernel = kernel_markdown(word)
+    if kernel is not None:
+        return kernel
     params = _params_for(ctx, text)
-    if word is None or params is None or params.document is None:
+    if params is None or params.document is None:
         return None
     layer = _layer_of(params.document["layers"], word)
     return None if layer is None else describe(params, layer, report)
@@ -99,6 +109,7 @@ def describe(params: ParamsFile, layer: dict[str, Any], report: dict[str, Any] |
     p = layer.get("params", {})
     if "input_offset" in p or "output_offset" in p:
         lines.append(f"- input_offset {p.get('input_offset')}, output_offset {p.get('output_offset')}")
+    lines += layer_rows(layer)
     if isinstance(p.get("multiplier"), list):
         lines += ["", "| channel | multiplier | shift | factor |", "|---|---|---|---|"]
         for c, (m, s) in enumerate(zip(p["multiplier"], p["shift"], strict=False)):

@@ -49,6 +49,11 @@ _POOL = ("ctx", "pool_params", "input_dims", "input_data", "filter_dims", "outpu
 _ADD = ("input_1_vect", "input_2_vect", "input_1_offset", "input_1_mult", "input_1_shift", "input_2_offset",
         "input_2_mult", "input_2_shift", "left_shift", "output", "out_offset", "out_mult", "out_shift",
         "out_activation_min", "out_activation_max", "block_size")  # fmt: skip
+_SVDF_STATE = ("input_ctx", "output_ctx", "svdf_params", "input_quant_params", "output_quant_params",
+               "input_dims", "input_data", "state_dims", "state_data", "weights_feature_dims",
+               "weights_feature_data", "weights_time_dims", "weights_time_data", "bias_dims", "bias_data",
+               "output_dims", "output_data")  # fmt: skip
+_LSTM = ("input", "output", "params", "buffers")
 _MUL = ("input_1_vect", "input_2_vect", "input_1_offset", "input_2_offset", "output", "out_offset",
         "out_mult", "out_shift", "out_activation_min", "out_activation_max", "block_size")  # fmt: skip
 
@@ -83,6 +88,12 @@ def _kernels() -> dict[str, Kernel]:
         Kernel("arm_pad_s8", ("input", "output", "pad_value", "input_size", "pre_pad", "post_pad")),
         Kernel("arm_softmax_s8", ("input", "num_rows", "row_size", "mult", "shift", "diff_min", "output")),
     ]  # fmt: skip
+    # The recurrent kernels: arm_svdf_s8 takes a third context (its kernel sums) first; the LSTMs take
+    # everything else through cmsis_nn_lstm_params (the gates' effective biases: int32 / int64) and
+    # cmsis_nn_lstm_context (field_read_of).
+    table += [Kernel("arm_svdf_s8", ("ctx", *_SVDF_STATE), 4)]
+    table += [Kernel("arm_svdf_state_s16_s8", _SVDF_STATE, 4)]
+    table += [Kernel("arm_lstm_unidirectional_s8", _LSTM, 4), Kernel("arm_lstm_unidirectional_s16", _LSTM, 8)]
     return {k.name: k for k in table}
 
 
@@ -162,8 +173,11 @@ class Layer:
         return np.repeat(s_in, channels // len(s_in)) if channels % len(s_in) == 0 else None
 
     def bias(self) -> np.ndarray | None:
-        """The layer's integer bias as the quantized graph holds it, None when the layer has none."""
-        if len(self.node.inputs) < 3 or not self.node.inputs[2]:
+        """The layer's integer bias as the quantized graph holds it, None when the layer has none. None
+        for the recurrent layers too: an SVDF's bias is its .tflite's own integers at the state's scale
+        and an LSTM's biases are folded with the weights' sums into effective biases, neither of them
+        round(b / (s_in * s_w[c])) at input 2."""
+        if self.node.op.stateful or len(self.node.inputs) < 3 or not self.node.inputs[2]:
             return None
         data = self.model.graph.tensor(self.node.inputs[2]).data
         return None if data is None else np.asarray(data, dtype=np.int64).reshape(-1)
@@ -264,9 +278,52 @@ def read_of(call_name: str, role: str) -> Read:
         return Read(f"int{size * 8}_t", size, f"{call_name} (*bias++ on DSP/C, vldrwq_s32(bias) with MVE)")
     if role == "vector_sum_buf":
         return Read("int32_t", 4, "arm_vector_sum_s8.c: vector_sum_buf[i] += ...")
+    if call_name in _SVDF_READS:  # before the _s16 rule: arm_svdf_state_s16_s8's data is int8
+        return _SVDF_READS[call_name].get(role, _BYTES)
     if role in _S16_DATA and re.search(r"_(?:s16|q15)(?:_|$)", call_name):
         return Read("int16_t", 2, f"{call_name} (int16_t pointers; VLDRH with MVE)")
     return _BYTES
+
+
+_SVDF_TIME = (
+    "arm_svdf_state_s16_s8.c: the time weights and the state are int16_t, multiplied as *v1 * *v2 (as"
+    " arm_nn_read_q15x2_ia pairs with DSP)"
+)
+_SVDF_READS: dict[str, dict[str, Read]] = {
+    "arm_svdf_state_s16_s8": {
+        "state_data": Read("int16_t", 2, _SVDF_TIME),
+        "weights_time_data": Read("int16_t", 2, _SVDF_TIME),
+    },
+    "arm_svdf_s8": {},  # int8 state and time weights; its int32 buffers come through the contexts
+}
+"""The SVDF kernels' arrays other than the bias (Kernel.bias_bytes) that are wider than bytes."""
+_LSTM_STEP = "arm_nn_lstm_step_s8.c / _s16.c"
+_LSTM_CONTEXT = {
+    "temp1": Read("int16_t", 2, f"{_LSTM_STEP}: the gates' outputs, int16_t *forget_gate = buffers->temp1"),
+    "temp2": Read("int16_t", 2, f"{_LSTM_STEP}: the cell gate's output, int16_t *cell_gate = buffers->temp2"),
+    "cell_state": Read("int16_t", 2, f"{_LSTM_STEP}: int16_t *cell_state = buffers->cell_state"),
+}  # fmt: skip
+
+
+def _lstm_read(call_name: str | None, field_name: str) -> Read | None:
+    """How an LSTM reads a field of its cmsis_nn_lstm_context or cmsis_nn_lstm_params (a gate's
+    `forget_gate.input_effective_bias`); None when that depends on which LSTM kernel, not known here."""
+    wide = None if call_name is None else call_name.endswith("_s16")
+    if field_name in _LSTM_CONTEXT:
+        return _LSTM_CONTEXT[field_name]
+    if field_name == "hidden_state":
+        if not wide:
+            return None if wide is None else _BYTES  # s8: int8 hidden state, byte and VLDRB loads
+        return Read("int16_t", 2, "arm_lstm_unidirectional_s16.c: int16_t *hidden_in = buffers->hidden_state")
+    if field_name.endswith("_effective_bias"):
+        if wide is None:
+            return None
+        if wide:
+            return Read("int64_t", 8, "arm_nn_vec_mat_mul_result_acc_s16.c: const int64_t *effective_bias")
+        return Read(
+            "int32_t", 4, "arm_nn_vec_mat_mul_result_acc_s8_s16.c: *effective_bias_ptr++ (const int32_t *)"
+        )
+    return _BYTES  # the int8 weights (byte and VLDRB loads), the gates' `bias` (not read)
 
 
 def field_read_of(
@@ -280,6 +337,10 @@ def field_read_of(
         return Read("int32_t", 4, "the s16 kernels' bias (cmsis_nn_bias_data.data)")
     if field_name == "buf":
         return _scratch_read(call_name, ext)
+    if struct_type in ("cmsis_nn_lstm_context", "cmsis_nn_lstm_params") or (
+        call_name is not None and call_name.startswith("arm_lstm_unidirectional")
+    ):
+        return _lstm_read(call_name, field_name)
     return _BYTES
 
 
@@ -293,7 +354,9 @@ _SCRATCH: tuple[tuple[str, Read, tuple[Extension, ...]], ...] = (
      tuple(Extension)),
     ("arm_batch_matmul", Read("int32_t", 4, "arm_batch_matmul_s8.c: vector_sum_buf = (int32_t *)ctx->buf"),
      tuple(Extension)),
-    ("arm_svdf", Read("int32_t", 4, "arm_svdf_s8.c: (int32_t *)ctx->buf"), tuple(Extension)),
+    ("arm_svdf", Read("int32_t", 4, "arm_svdf_s8.c and arm_svdf_state_s16_s8.c: int32_t *buffer_a ="
+     " (int32_t *)input_ctx->buf, buffer_b from output_ctx->buf (arm_svdf_s8's kernel sums from ctx->buf)"),
+     tuple(Extension)),
     ("arm_convolve", Read("int16_t", 2, "arm_convolve_s8.c: int16_t *buffer_a = (int16_t *)ctx->buf"),
      tuple(Extension)),
     ("arm_depthwise_conv", Read("int16_t", 2, "arm_depthwise_conv_s8_opt.c: int16_t *buffer_a ="

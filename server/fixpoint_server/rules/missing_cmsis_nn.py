@@ -19,6 +19,12 @@ target_include_directories, or platformio's build_flags.
 
 A workspace without build files is not checked: nothing says what the build links, and flagging every
 tree built from an IDE project would be noise.
+
+A build that compiles CMSIS-NN file by file (its sources listed one by one, no library, folder, pattern
+or subdirectory) must list every source a called kernel links against. For the recurrent kernels
+(KERNEL_SOURCES: the LSTMs and SVDFs, whose support functions are spread over four of CMSIS-NN's
+folders) each missing file is named on the first call and on the build file, with a quick fix that lists
+them beside the last CMSIS-NN source the build file names.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from fixpoint_server.parse.build_files import (
     BuildKind,
     IncludeDir,
     LibraryKind,
+    SourceKind,
+    SourceRef,
     Statement,
     glob_match,
     in_cmsis_nn,
@@ -80,9 +88,152 @@ def check(ctx: CheckContext) -> list[Finding]:
         return []
     missing = _missing(ctx, facts)
     if not missing.library and not missing.include:
-        return []
+        return _unlisted_sources(ctx, facts)
     target = _primary(ctx, facts)
     return _findings(ctx, site, target, missing)
+
+
+# ----------------------------------------------------------------------- a kernel's own source files
+
+KERNEL_SOURCES: dict[str, tuple[str, ...]] = {
+    "arm_lstm_unidirectional_s8": (
+        "Source/LSTMFunctions/arm_lstm_unidirectional_s8.c",
+        "Source/NNSupportFunctions/arm_nn_lstm_step_s8.c",
+        "Source/NNSupportFunctions/arm_nn_lstm_calculate_gate_s8_s16.c",
+        "Source/NNSupportFunctions/arm_nn_vec_mat_mul_result_acc_s8_s16.c",
+        "Source/BasicMathFunctions/arm_elementwise_mul_s16.c",
+        "Source/BasicMathFunctions/arm_elementwise_mul_acc_s16.c",
+        "Source/BasicMathFunctions/arm_elementwise_mul_s16_s8.c",
+        "Source/ActivationFunctions/arm_nn_activation_s16.c",
+        "Source/NNSupportFunctions/arm_nntables.c",
+    ),
+    "arm_lstm_unidirectional_s16": (
+        "Source/LSTMFunctions/arm_lstm_unidirectional_s16.c",
+        "Source/NNSupportFunctions/arm_nn_lstm_step_s16.c",
+        "Source/NNSupportFunctions/arm_nn_lstm_calculate_gate_s16.c",
+        "Source/NNSupportFunctions/arm_nn_vec_mat_mul_result_acc_s16.c",
+        "Source/BasicMathFunctions/arm_elementwise_mul_s16.c",
+        "Source/BasicMathFunctions/arm_elementwise_mul_acc_s16.c",
+        "Source/BasicMathFunctions/arm_elementwise_mul_s16_batch_offset.c",
+        "Source/ActivationFunctions/arm_nn_activation_s16.c",
+        "Source/NNSupportFunctions/arm_nntables.c",
+    ),
+    "arm_svdf_s8": (
+        "Source/SVDFunctions/arm_svdf_s8.c",
+        "Source/NNSupportFunctions/arm_nn_vec_mat_mult_t_s8.c",
+    ),
+    "arm_svdf_state_s16_s8": (
+        "Source/SVDFunctions/arm_svdf_state_s16_s8.c",
+        "Source/NNSupportFunctions/arm_nn_vec_mat_mult_t_svdf_s8.c",
+    ),
+}
+"""The CMSIS-NN sources (checkout-relative) whose functions each kernel's link needs, itself included:
+the closure of its undefined symbols over libcmsis-nn.a (the same on the host, Cortex-M4/M7 and M55's
+MVE build; tests/server/test_recurrent_rules.py recomputes it with nm)."""
+
+
+def _unlisted_sources(ctx: CheckContext, facts: list[BuildFacts]) -> list[Finding]:
+    """Calls of KERNEL_SOURCES' kernels whose sources a file-by-file CMSIS-NN build leaves out."""
+    listed = _listed_cmsis_sources(ctx, facts)
+    if listed is None:
+        return []
+    stems = {_stem(ref.expanded) for _, ref in listed}
+    findings: list[Finding] = []
+    for site in _kernel_sites(ctx):
+        unlisted = [f for f in KERNEL_SOURCES[site.name] if _stem(f) not in stems]
+        if unlisted:
+            findings.extend(_unlisted_findings(ctx, site, unlisted, _anchor(listed)))
+    return findings
+
+
+def _listed_cmsis_sources(
+    ctx: CheckContext, facts: list[BuildFacts]
+) -> list[tuple[BuildFacts, SourceRef]] | None:
+    """The CMSIS-NN source files the build lists one by one, None when it builds CMSIS-NN any other way
+    (a library, a folder, a pattern, a subdirectory, a package: all of it) or not at all."""
+    listed = []
+    for f in facts:
+        if _links(f) or _in_platformio_lib(ctx, f):
+            return None
+        for ref in f.sources:
+            if not builds_cmsis_nn(f, ref, ctx.root):
+                continue
+            if ref.kind is not SourceKind.FILE or not ref.expanded.endswith((".c", ".o", ".obj")):
+                return None
+            listed.append((f, ref))
+    return listed or None
+
+
+def _anchor(listed: list[tuple[BuildFacts, SourceRef]]) -> tuple[BuildFacts, SourceRef]:
+    """Where the missing files go: the last CMSIS-NN source written out by name (not one reached through
+    `$(SRCS:.c=.o)`), else the last one listed."""
+    written = [(f, ref) for f, ref in listed if _stem(ref.path_text) == _stem(ref.expanded)]
+    return (written or listed)[-1]
+
+
+def _stem(path: str) -> str:
+    """arm_svdf_s8 for CMSIS-NN/Source/SVDFunctions/arm_svdf_s8.c, build/arm_svdf_s8.o, arm_svdf_s8.c.obj."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return name.split(".", 1)[0]
+
+
+def _kernel_sites(ctx: CheckContext) -> list[CallSite]:
+    """The first call of each KERNEL_SOURCES kernel outside CMSIS-NN itself, in file order."""
+    scanned = _scanned(ctx)
+    first: dict[str, CallSite] = {}
+    for path in ctx.c_files():
+        if in_cmsis_nn(root_relative(ctx, path)):
+            continue
+        site = scanned.get(path)
+        calls, _ = site if site is not None else _scan(ctx, path)
+        for call in calls:
+            if call.name in KERNEL_SOURCES:
+                first.setdefault(call.name, call)
+    return list(first.values())
+
+
+def _unlisted_findings(
+    ctx: CheckContext, site: CallSite, unlisted: list[str], last: tuple[BuildFacts, SourceRef]
+) -> list[Finding]:
+    facts, ref = last
+    names = ", ".join(unlisted)
+    why = (
+        f"the build compiles CMSIS-NN file by file and lists no {names}: the link fails with undefined"
+        " references"
+    )
+    at = f"{root_relative(ctx, site.path)}:{site.span.line + 1}"
+    cut = ref.path_text.find("Source/")
+    prefix = ref.path_text[:cut] if cut >= 0 else ""
+    listing = " ".join(prefix + name for name in unlisted)
+    fix = Fix(
+        f"List {site.name}'s CMSIS-NN sources",
+        (Edit(facts.path, Span.at(ref.span.end_line, ref.span.end_column), " " + listing),),
+        preferred=True,
+    )
+    data = {"call": site.name, "unlisted": unlisted}
+    where = f"{root_relative(ctx, facts.path)}:{ref.span.line + 1}"
+    return [
+        Finding(
+            Code.MISSING_CMSIS_NN,
+            f"{site.name} ({at}) needs {len(unlisted)} more of CMSIS-NN's sources, but {why}",
+            facts.path,
+            ref.span,
+            fixes=(fix,),
+            related=(Related(site.path, site.span, f"{site.name} is called here"),),
+            data=data,
+        ),
+        Finding(
+            Code.MISSING_CMSIS_NN,
+            f"{site.name} is a CMSIS-NN kernel, but {why}",
+            site.path,
+            site.span,
+            fixes=(fix,),
+            related=(
+                Related(facts.path, ref.span, f"the last CMSIS-NN source listed: add them here ({where})"),
+            ),
+            data=data,
+        ),
+    ]
 
 
 # ---------------------------------------------------------------------------------------- call sites

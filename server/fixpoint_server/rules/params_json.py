@@ -11,6 +11,11 @@
 - wrong-zero-point: an activation zero point that does not follow from its recorded range and scale
   (the scale matches the range, the zero point does not: edited by hand, or computed with another
   formula), with a quick fix writing the right value.
+- wrong-zero-point, recurrent layers (which the consistency stage leaves to the importer: their scales
+  are the .tflite's): an SVDF's input_offset and output_offset must be its input's and output's zero
+  points as they are (cmsis_nn_svdf_params; the kernel negates the input's), its state_zero_point 0 (the
+  CMSIS-NN kernels subtract none); an LSTM's input_offset the negated input zero point, output_offset
+  the zero point of its hidden state - its output - and hidden_offset that negated.
 - suspicious-scale: a per-channel weight scale orders of magnitude off the others of its tensor
   (a dead or outlier channel: calibration or training went wrong, or the layer wants equalization);
   a recorded model path that is absolute or leads out of the workspace (it is not followed).
@@ -52,6 +57,7 @@ def check(ctx: CheckContext) -> list[Finding]:
             findings.extend(_inconsistent(params))
             findings.extend(_overridden(params))
             findings.extend(_zero_points_of_ranges(params))
+            findings.extend(_recurrent_offsets(params))
             findings.extend(_weight_scale_outliers(params))
     return findings
 
@@ -113,6 +119,51 @@ def _zero_points_of_ranges(params: ParamsFile) -> Iterator[Finding]:
             fixes=(_replace(params, path, zero_point, f"Set the zero point of {name!r} to {zero_point}"),),
             data={"tensor": name, "expected": zero_point},
         )
+
+
+def _recurrent_offsets(params: ParamsFile) -> Iterator[Finding]:
+    assert params.document is not None
+    tensors = params.document["tensors"]
+    for index, layer in enumerate(params.document["layers"]):
+        if layer.get("op") not in ("svdf", "lstm"):
+            continue
+        inputs, outputs = layer.get("inputs") or [""], layer.get("outputs") or [""]
+        zp_in = tensors.get(inputs[0], {}).get("zero_point")
+        zp_out = tensors.get(outputs[0], {}).get("zero_point")
+        for key, expected, why in _recurrent_expectations(layer["op"], inputs[0], zp_in, outputs[0], zp_out):
+            value = layer.get("params", {}).get(key)
+            if not isinstance(value, int) or not isinstance(expected, int) or value == expected:
+                continue
+            path = ("layers", index, "params", key)
+            flipped = " (the sign is flipped)" if expected and value == -expected else ""
+            yield Finding(
+                Code.WRONG_ZERO_POINT,
+                f"{json_path(path)} is {value}, but {why}: it must be {expected}{flipped}",
+                params.path,
+                params.span(path),
+                fixes=(_replace(params, path, expected, f"Set {key} to {expected}"),),
+                data={"layer": layer.get("name"), "offset": key, "expected": expected},
+            )
+
+
+def _recurrent_expectations(op: str, x: str, zp_in: Any, y: str, zp_out: Any) -> list[tuple[str, Any, str]]:
+    """(params key, the value it must have, why) of a recurrent layer's offsets."""
+    negated_in = -zp_in if isinstance(zp_in, int) else None
+    if op == "svdf":
+        return [
+            ("input_offset", zp_in, f"cmsis_nn_svdf_params takes the zero point of input {quoted(x)}"
+             f" ({zp_in}) itself - arm_svdf_s8 and arm_svdf_state_s16_s8 negate it"),
+            ("output_offset", zp_out, f"it is the zero point of output {quoted(y)} ({zp_out})"),
+            ("state_zero_point", 0, "CMSIS-NN's SVDF kernels subtract no zero point from the state (with"
+             " another, the firmware computes another result than TFLite's reference)"),
+        ]  # fmt: skip
+    hidden = f"the zero point of the hidden state, which is output {quoted(y)} ({zp_out})"
+    return [
+        ("input_offset", negated_in, f"it is the negated zero point of input {quoted(x)} ({zp_in})"),
+        ("output_offset", zp_out, f"arm_lstm_unidirectional_s8 adds it to every hidden value: {hidden}"),
+        ("hidden_offset", -zp_out if isinstance(zp_out, int) else None,
+         f"the recurrent products' effective biases take {hidden} negated"),
+    ]  # fmt: skip
 
 
 def _inconsistent(params: ParamsFile) -> Iterator[Finding]:

@@ -2,9 +2,14 @@
 
 CMSIS-NN's s8 kernels take input_offset = -zero_point of the input (in [-127, 128]) and output_offset
 = +zero_point of the output (in [-128, 127]); weights are symmetric (filter_offset 0) and the s16
-kernels' activations too (every offset 0). Read from `.input_offset = ...` designated initializers,
-`params.input_offset = ...` statements (paired with the kernel call that follows them), positional
-initializers of the cmsis_nn_*_params structs, and the positional offsets of arm_elementwise_add/mul,
+kernels' activations too (every offset 0). The recurrent kernels differ: cmsis_nn_svdf_params holds both
+zero points themselves (arm_svdf_s8 / arm_svdf_state_s16_s8 negate the input's: `-zp_in`), and an
+LSTM's output_offset is the zero point of its hidden state, which is also its output (int8 for
+arm_lstm_unidirectional_s8; arm_lstm_unidirectional_s16's int16 state is symmetric, every offset 0).
+
+Read from `.input_offset = ...` designated initializers, `params.input_offset = ...` statements (paired
+with the kernel call that follows them; their struct's kind from that kernel), positional initializers
+of the cmsis_nn_*_params structs, and the positional offsets of arm_elementwise_add/mul,
 arm_vector_sum_s8 and arm_pad_s8 calls. Without a JSON the ranges are checked (128 as an output zero
 point, or -128 as an input offset, is the uint8 habit); with one, each offset is compared with its
 layer (matched by generated naming, the layer's name in the struct's name, or the call's arrays).
@@ -40,15 +45,19 @@ class _Role:
     """"input", "output", "pad" (the padding value: the input's zero point) or "filter"."""
     position: int
     """Which input (0 or 1) or output of the layer."""
+    as_is: bool = False
+    """An input's zero point itself, not negated (cmsis_nn_svdf_params.input_offset)."""
+    meaning: str = ""
+    """What the tensor is, where the struct says more than "input"/"output" (an LSTM's hidden state)."""
 
     @property
     def sign(self) -> int:
-        return -1 if self.side == "input" else 1
+        return -1 if self.side == "input" and not self.as_is else 1
 
     @property
     def bounds(self) -> tuple[int, int]:
         # input_offset = -zp with zp in [-128, 127]; the others are zero points themselves
-        return (-127, 128) if self.side == "input" else (-128, 127)
+        return (-127, 128) if self.sign < 0 else (-128, 127)
 
 
 _IN, _OUT = _Role("input_offset", "input", 0), _Role("output_offset", "output", 0)
@@ -57,12 +66,35 @@ _STRUCT_FIELDS = {
     "output_offset": _OUT,
     "filter_offset": _Role("filter_offset", "filter", 0),
 }
+_SVDF_FIELDS = {
+    "input_offset": _Role("input_offset", "input", 0, as_is=True, meaning="the input's int8 zero point"),
+    "output_offset": _Role("output_offset", "output", 0, meaning="the output's int8 zero point"),
+}
+"""cmsis_nn_svdf_params: both zero points as they are (arm_svdf_s8.c: `-zp_in` is what it adds)."""
+_LSTM_FIELDS = {
+    "input_offset": _IN,
+    "output_offset": _Role(
+        "output_offset", "output", 0, meaning="the hidden state's int8 zero point (the LSTM's output too)"
+    ),
+}
+"""cmsis_nn_lstm_params: the hidden state's zero point is what arm_nn_lstm_step_s8 adds to the output
+(arm_elementwise_mul_s16_s8's out_offset); input_offset is -zp like the fully connected kernels'."""
+_STRUCT_ROLES = {"cmsis_nn_svdf_params": _SVDF_FIELDS, "cmsis_nn_lstm_params": _LSTM_FIELDS}
+_KERNEL_ROLES = {
+    "arm_svdf_s8": _SVDF_FIELDS,
+    "arm_svdf_state_s16_s8": _SVDF_FIELDS,
+    "arm_lstm_unidirectional_s8": _LSTM_FIELDS,
+    "arm_lstm_unidirectional_s16": _LSTM_FIELDS,
+}
 _POSITIONAL = {
     "cmsis_nn_conv_params": ("input_offset", "output_offset"),
     "cmsis_nn_dw_conv_params": ("input_offset", "output_offset"),
     "cmsis_nn_transpose_conv_params": ("input_offset", "output_offset"),
     "cmsis_nn_fc_params": ("input_offset", "filter_offset", "output_offset"),
-}
+    "cmsis_nn_svdf_params": ("rank", "input_offset", "output_offset"),
+    "cmsis_nn_lstm_params": (*("time_major", "batch_size", "time_steps", "input_size", "hidden_size"),
+                             "input_offset", *("",) * 8, "output_offset"),
+}  # fmt: skip
 """The order of the offsets in CMSIS-NN's parameter structs, for `= {-11, -128, ...}` initializers."""
 _ELEMENTWISE = {
     "input_1_offset": _Role("input_1_offset", "input", 0),
@@ -113,12 +145,24 @@ def _struct_offsets(ws: CWorkspace, layers: Layers) -> Iterator[_Offset]:
             calls = users.get(assignment.var, [])
             if assignment.kind != "designated":
                 calls = _next_call(calls, path, assignment)
+            role = _struct_role(name, assignment.struct_type, calls)
+            if role is None:
+                continue
             wide = any(call.name.endswith("_s16") for _, call in calls)
             layer = _struct_layer(ws, layers, path, assignment, calls) if layers else None
             label = f"{name} of {assignment.var}"
-            yield _Offset(
-                _STRUCT_FIELDS[name], assignment.int_value, label, path, assignment.value_span, wide, layer
-            )
+            yield _Offset(role, assignment.int_value, label, path, assignment.value_span, wide, layer)
+
+
+def _struct_role(name: str, struct_type: str | None, calls: list[tuple[Path, CallSite]]) -> _Role | None:
+    """What an offset field carries, by its struct's declared type, else by the kernel it is passed to
+    (a `p.input_offset = x;` statement has no type in view); None for a field that struct lacks."""
+    roles = _STRUCT_ROLES.get(struct_type or "")
+    for _, call in calls if roles is None else ():
+        roles = roles or _KERNEL_ROLES.get(call.name)
+    if roles is None:
+        return _STRUCT_FIELDS[name]
+    return roles.get(name)
 
 
 def _field_name(assignment: FieldAssignment) -> str:
@@ -224,7 +268,8 @@ def _against_layer(
     if value == expected:
         return None
     verb = "writes" if role.side == "output" else "reads"
-    rule = "the negated zero point" if role.side == "input" else "the zero point"
+    rule = "the negated zero point" if role.sign < 0 else "the zero point"
+    rule += f" ({role.meaning})" if role.meaning else ""
     source = layer.params.path.name
     has = f" {tensor!r} with zero point {zero_point} ({source})" if tensor is not None else f" ({source})"
     message = (
@@ -262,11 +307,11 @@ def _out_of_range(offset: _Offset) -> Finding | None:
     low, high = role.bounds
     if low <= value <= high:
         return None
-    meaning = (
-        f"input_offset is the negated int8 zero point of the input, so the zero point would be {-value}"
-        if role.side == "input"
-        else "it is the int8 zero point itself"
-    )
+    if role.sign < 0:
+        meaning = "input_offset is the negated int8 zero point of the input, so the zero point would be"
+        meaning += f" {-value}"
+    else:
+        meaning = f"it is {role.meaning or 'the int8 zero point'} itself"
     message = f"{offset.label} is {value}, outside [{low}, {high}] for an s8 kernel: {meaning}"
     if not _uint8_habit(role, value):
         return _finding(offset, message, None, "", False)
