@@ -21,6 +21,7 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from tests import needs
 from tests.server.firmware_tree import make_tree
 
 TIMEOUT = 20.0
@@ -237,7 +238,7 @@ async def test_flash_and_verify_on_qemu_reports_every_layer_with_progress(
 ) -> None:
     missing = _board_tools_missing()
     if missing:
-        pytest.skip(missing)
+        needs.absent(missing)
     result = await client.workspace_execute_command_async(
         lsp.ExecuteCommandParams(command="fixpoint.flashVerify", arguments=[{"target": "qemu-m4"}])
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -25,6 +24,7 @@ from quantcore import cli, cmsis_nn
 from quantcore.targets import backends, board
 from quantcore.targets.errors import PortBusyError, SettingError
 from quantcore.targets.serial_link import SerialLink
+from tests import needs
 from tests.targets.models import MAXPOOL_SRC
 
 BOARD = """target = "board"
@@ -121,7 +121,7 @@ def test_a_socket_nobody_listens_on_is_named(project: Path, capsys: pytest.Captu
     )
 
 
-@pytest.mark.skipif(shutil.which("flock") is None, reason="flock (util-linux) is not installed")
+@needs.tool("flock", "util-linux")
 def test_a_port_another_program_locks_is_busy_naming_that_program(
     project: Path, pty_port: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
