@@ -50,5 +50,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked by needs.unless under FIXPOINT_REQUIRE_TARGETS=1 fails here, with its reason."""
+    __tracebackhide__ = True
     for mark in item.iter_markers(needs.MARK):
         needs.absent(str(mark.args[0]))

@@ -29,8 +29,11 @@ def required() -> bool:
 
 def absent(reason: str, *, allow_module_level: bool = False) -> NoReturn:
     """Skip the test because a part is absent, or fail it with the same reason under the switch."""
+    __tracebackhide__ = True  # the report names the test's line, not this one
     if required():
-        pytest.fail(f"{reason} ({SWITCH}=1: an absent part is a failure)", pytrace=False)
+        # from None: the lookup's exception being handled says nothing the reason does not.
+        message = f"{reason} ({SWITCH}=1: an absent part is a failure)"
+        raise pytest.fail.Exception(message, pytrace=False) from None
     pytest.skip(reason, allow_module_level=allow_module_level)
 
 
@@ -51,12 +54,14 @@ def tool(name: str, package: str | None = None) -> pytest.MarkDecorator:
 
 def require_tool(name: str, package: str | None = None) -> None:
     """Inside a test or fixture: return when `name` is on PATH, else `absent`."""
+    __tracebackhide__ = True
     if shutil.which(name) is None:
         absent(f"{name} is not installed (apt-get install {package or name})")
 
 
 def module(name: str, reason: str) -> ModuleType:
     """pytest.importorskip through `absent`: the module, or the test skipped (failed under the switch)."""
+    __tracebackhide__ = True
     try:
         return importlib.import_module(name)
     except ImportError as exc:
