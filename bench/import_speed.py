@@ -2,7 +2,7 @@
 
     python bench/import_speed.py [--repeat 5]
 
-The model is tests/importers/models.py's megabyte_model: a conv and a fully connected layer, ~2.3 M float
+The model is tests/importers/models.py's megabyte_model: a conv and a fully connected layer, ~2.1 M float
 weights (one 8 MB matrix). Prints the best and median wall time of --repeat imports (import_onnx: a forked
 child decodes, checks, folds and translates; the weights come back to this process). Vectorised weight
 conversion keeps it well under 0.5 s on two shared cores; a per-element Python loop over the weights
