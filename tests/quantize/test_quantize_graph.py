@@ -92,8 +92,9 @@ def test_int8_graph_tracks_the_float_graph(setup) -> None:  # type: ignore[no-un
         f = env[node.outputs[0]]
         d = int8_exec.dequantize_tensor(qgraph, node.outputs[0], q[node.outputs[0]])
         sqnr = 10 * np.log10(np.sum(f**2) / np.sum((f - d) ** 2))
-        # int8 with min/max ranges on a random net measures 32-42 dB here; 25 dB would mean a wrong scale.
-        assert sqnr > 25, (node.name, sqnr)
+        # int8 with min/max ranges on a random net: 32.54 (conv2d7) to 44.55 dB (softmax12) measured
+        # here; the bound is 2.5 dB under the worst layer (a wrong scale or a lost clip costs more).
+        assert sqnr > 30, (node.name, sqnr)
 
 
 def test_document_round_trip_rebuilds_the_same_int8_graph(setup) -> None:  # type: ignore[no-untyped-def]
