@@ -3,7 +3,7 @@
 #   make demo   the main job: the shipped example end to end (examples/fashion/run_example.py): quantize,
 #               evaluate, generate, build for qemu-m4, flash-verify, summary, HTML report in examples/fashion/out
 #   make bench  conformance of the reference kernels, then the ds_cnn_s benchmark
-#   make test   the test suite (pytest)
+#   make test   the test suite (pytest), then the VS Code extension's TypeScript unit tests (npm test)
 #   make fuzz   the property-based tests, round after round with new seeds, for FUZZ_SECONDS
 VECTORS ?= ../shared/cmsisnn-vectors
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -11,16 +11,23 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Reinstalled only when pyproject.toml changes; the install is editable, so code edits need none.
 INSTALLED := $(VENV)/.fixpoint-installed
+# The extension's node modules (npm registry only), reinstalled only when its package-lock.json changes.
+EXT := vscode-extension
+EXT_INSTALLED := $(EXT)/node_modules/.package-lock.json
 
 .PHONY: demo bench test fuzz install
 
-install: $(INSTALLED)
+install: $(INSTALLED) $(EXT_INSTALLED)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(INSTALLED): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch,tflm]'
+	@touch $@
+
+$(EXT_INSTALLED): $(EXT)/package-lock.json
+	cd $(EXT) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	@touch $@
 
 # Without CMSIS-NN or the Arm toolchain + QEMU the example skips its build and verification steps, says
@@ -36,8 +43,11 @@ bench: $(INSTALLED)
 	@echo "   (the CMSIS-NN side needs a checkout; see 'fixpoint cmsis-nn status')"
 	$(BIN)/python bench/ds_cnn_s.py --vectors $(VECTORS)
 
-test: $(INSTALLED)
+# The extension's `npm test`: its build (schema copy, rules from the server via FIXPOINT_PYTHON, tsc
+# --noEmit, esbuild) and its unit tests (node --test). The tests inside VS Code are .ci/vscode-extension.sh.
+test: $(INSTALLED) $(EXT_INSTALLED)
 	$(BIN)/pytest
+	cd $(EXT) && FIXPOINT_PYTHON=$(abspath $(BIN)/python) npm test --silent
 
 # Every property-based test (hypothesis, marked `fuzz`) with FUZZ_EXAMPLES examples each, one round per
 # seed (1, 2, ...), until FUZZ_SECONDS have passed (the round under way finishes). A failure stops it;

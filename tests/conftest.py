@@ -1,5 +1,6 @@
 """Shared fixtures: where CMSIS-NN's test vectors are (they live next to the repo, in ../shared); the
-`fuzz` marker on every property-based (hypothesis) test, so `make fuzz` can run them all for longer."""
+`fuzz` marker on every property-based (hypothesis) test, so `make fuzz` can run them all for longer; the
+failure of a test whose part is absent under FIXPOINT_REQUIRE_TARGETS=1 (tests/needs.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests import needs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,7 +24,7 @@ def vectors_dir() -> Path | None:
 def vectors() -> Path:
     path = vectors_dir()
     if path is None:
-        pytest.skip("CMSIS-NN test vectors not found: set FIXPOINT_VECTORS to a <kernel>/<case>.npz folder")
+        needs.absent("CMSIS-NN test vectors not found: set FIXPOINT_VECTORS to a <kernel>/<case>.npz folder")
     return path
 
 
@@ -43,3 +46,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             item.add_marker(pytest.mark.fuzz)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked by needs.unless under FIXPOINT_REQUIRE_TARGETS=1 fails here, with its reason."""
+    __tracebackhide__ = True
+    for mark in item.iter_markers(needs.MARK):
+        needs.absent(str(mark.args[0]))

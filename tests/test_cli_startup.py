@@ -25,6 +25,7 @@ import pytest
 from quantcore import cli
 from quantcore.errors import TORCH_MISSING, CmsisNnNotFound
 from quantcore.kernels.requantize import Rounding
+from tests import needs
 from tests.onnx_models import small_cnn
 
 REPO = Path(__file__).resolve().parents[1]
@@ -153,7 +154,7 @@ def test_quantize_generate_and_verify_without_torch(
 
         cmsis_nn.locate()
     except CmsisNnNotFound as exc:
-        pytest.skip(f"verify needs a CMSIS-NN checkout, none found: {exc}")
+        needs.absent(f"verify needs a CMSIS-NN checkout, none found: {exc}")
     options = ["--src", str(out), "--build-dir", str(tmp_path / "build"), "--cases", "2", "--json"]
     verified = fixpoint(without_torch, "verify", "--target", "host", *model_options, *options, cwd=tmp_path)
     report = json.loads(verified.stdout)

@@ -10,7 +10,6 @@ that passes is one where Fixpoint's hardening, not the set-up, kept the command 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -19,10 +18,11 @@ import pytest
 
 from quantcore import cmsis_nn
 from quantcore.cli import main
+from tests import needs
 from tests.targets.models import MAXPOOL_SRC
 from tests.test_cmsis_nn_locator import commit_change, git, git_checkout
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+pytestmark = needs.tool("git")
 
 
 @pytest.fixture(autouse=True)

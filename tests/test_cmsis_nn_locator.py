@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -11,8 +10,9 @@ import pytest
 from quantcore import cmsis_nn
 from quantcore.cli import main
 from quantcore.errors import CmsisNnNotFound
+from tests import needs
 
-needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+needs_git = needs.tool("git")
 
 PDSC = """<?xml version="1.0" encoding="UTF-8"?>
 <package schemaVersion="1.7.36" xmlns:xs="http://www.w3.org/2001/XMLSchema-instance">

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import pytest
 
 from quantcore.cli import main
 from quantcore.quantize import params_json
+from tests import needs
 from tests.onnx_models import small_cnn
 
 
@@ -22,7 +22,7 @@ class _Reader:
 
 
 def test_qdq_model_keeps_onnxruntime_scales(tmp_path: Path) -> None:
-    quantization = pytest.importorskip("onnxruntime.quantization")
+    quantization = needs.module("onnxruntime.quantization", "onnxruntime.quantization is needed")
     float_path, qdq_path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
     onnx.save(small_cnn(batch=1), tmp_path / "raw.onnx")
     # As ONNX Runtime recommends: its pre-processing folds the BatchNorm into the conv first.

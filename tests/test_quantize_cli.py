@@ -92,9 +92,11 @@ def test_evaluate_reports_per_layer_and_model_figures(workdir: Path, capsys) -> 
         "fc",
         "softmax",
     ]
-    # A random 8-layer int8 net with min/max ranges: every layer measured at 25-40 dB; below 20 is a bug.
-    assert min(layer["sqnr_db"] for layer in report["layers"]) > 20
-    assert report["agreement"] >= 0.9
+    # A random 8-layer int8 net with min/max ranges: worst layer measured at 38.09 dB, agreement 64/64.
+    # The bounds sit 3 dB and one image under: the pipeline is deterministic, and a real regression (a
+    # wrong scale, a lost clip) costs more; one flip covers a near-tie on another CPU's float kernels.
+    assert min(layer["sqnr_db"] for layer in report["layers"]) > 35
+    assert report["agreement"] >= 63 / 64
     assert csv.read_text().splitlines()[0].startswith("name,op,sqnr_db")
 
 

@@ -1,7 +1,8 @@
 """Where tests find TensorFlow Lite Micro's checkout and its example models (never committed here).
 
 FIXPOINT_TFLM_REPO names the checkout, else the per-user cache (~/.cache/fixpoint/tflite-micro); a test
-that needs a model it lacks is skipped with the reason.
+that needs a model it lacks is skipped with the reason (failed under FIXPOINT_REQUIRE_TARGETS=1: see
+tests/needs.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
+
+from tests import needs
 
 _EXAMPLES = "tensorflow/lite/micro/examples/"
 MODELS = {
@@ -68,15 +70,15 @@ def model(name: str) -> Path:
     """The model's path, or the test is skipped saying what is missing."""
     path = model_path(name)
     if path is None:
-        pytest.skip(f"{MODELS[name]} not found in the TFLM checkout {repo()} (set FIXPOINT_TFLM_REPO)")
+        needs.absent(f"{MODELS[name]} not found in the TFLM checkout {repo()} (set FIXPOINT_TFLM_REPO)")
     return path
 
 
 def interpreter(path: Path) -> Any:
     """TFLM's Python interpreter (reference kernels) on the model, keeping every tensor readable after
     invoke (kPreserveAllTensors); skipped when the tflite-micro package is not installed."""
-    runtime = pytest.importorskip(
-        "tflite_micro.python.tflite_micro.runtime", reason="the tflite-micro package is not installed"
+    runtime = needs.module(
+        "tflite_micro.python.tflite_micro.runtime", "the tflite-micro package is not installed"
     )
     return runtime.Interpreter.from_file(
         str(path), intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors

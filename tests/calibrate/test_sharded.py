@@ -19,6 +19,7 @@ from quantcore.calibrate.errors import NonFiniteBatchError
 from quantcore.calibrate.method import Method, RangeMethod
 from quantcore.data import DataSet
 from quantcore.passes.equalize import ChannelScaled, equalize
+from tests import needs
 from tests.onnx_models import outlier_cnn, small_cnn
 
 METHODS = ["minmax", "percentile", "entropy", "mse"]
@@ -76,7 +77,7 @@ def test_a_workers_error_names_the_tensor(model: pipeline.LoadedModel) -> None:
 def test_torch_distributed_ranks_merge_to_the_single_process_result(
     model: pipeline.LoadedModel, tmp_path: Path, method: str
 ) -> None:
-    pytest.importorskip("torch")
+    needs.module("torch", "torch is an optional extra: pip install 'fixpoint[torch]'")
     x = _x(96)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "ranks.json"

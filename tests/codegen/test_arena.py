@@ -13,6 +13,7 @@ from quantcore.codegen.arena import Lifetime, alias_roots, lifetimes, place, pla
 from quantcore.conformance.cases import VectorCase
 from quantcore.conformance.network_graph import network_graph
 from quantcore.ir import Graph
+from tests import needs
 from tests.onnx_models import residual_cnn
 
 
@@ -95,7 +96,7 @@ def test_a_residual_graph_keeps_the_skip_tensor_alive_and_aliases_the_flatten(tm
 def test_ds_cnn_s_needs_no_more_than_its_largest_layer(vectors: Path) -> None:
     path = vectors / "arm_ds_cnn_s_s8" / "ds_cnn_s.json"
     if not path.is_file():
-        pytest.skip(f"{path.name} is not in the vector folder")
+        needs.absent(f"{path.name} is not in the vector folder")
     graph = network_graph(VectorCase.load(path))
     plan = plan_arena(graph, alignment=16)
     # A straight chain: the arena is the largest layer's input + output, which no plan can beat.

@@ -11,7 +11,6 @@ to check `armclang=True`.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from quantcore.errors import CmsisNnNotFound
 from quantcore.ir import DType, Graph, Node, Op, Tensor
 from quantcore.kernels.requantize import Rounding
 from quantcore.targets.cores import Core, Extension
+from tests import needs
 
 SOURCE = Path(__file__).resolve().parent / "c" / "buffer_sizes.c"
 SEED = 20240611
@@ -214,7 +214,7 @@ def checkout() -> cmsis_nn.CmsisNn:
     try:
         return cmsis_nn.locate()
     except CmsisNnNotFound as missing:
-        pytest.skip(str(missing))
+        needs.absent(str(missing))
 
 
 def _compile(checkout: cmsis_nn.CmsisNn, exe: Path, extra: list[str]) -> Path:
@@ -237,15 +237,13 @@ def _run(exe: Path) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def c_sizes(checkout: cmsis_nn.CmsisNn, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    needs.require_tool("gcc")
     return _run(_compile(checkout, tmp_path_factory.mktemp("buffers") / "buffer_sizes", []))
 
 
 @pytest.fixture(scope="module")
 def c_sizes_armclang(checkout: cmsis_nn.CmsisNn, tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    needs.require_tool("gcc")
     # These objects come before the library on the link line, so its own copies are never pulled in.
     extra = ["-D__ARMCC_VERSION=6010050", *(str(checkout.path / s) for s in ARMCLANG_SOURCES)]
     return _run(_compile(checkout, tmp_path_factory.mktemp("buffers") / "buffer_sizes_armclang", extra))

@@ -20,6 +20,7 @@ import onnx
 import pytest
 
 from quantcore.codegen.files import read_header
+from tests import needs
 from tests.onnx_models import small_cnn
 
 NAMES = ("model.h", "model.c", "model_data.c")
@@ -102,7 +103,7 @@ def test_a_successful_run_replaces_all_three_with_one_generation(
     assert sorted(p.name for p in out.iterdir()) == sorted(NAMES)
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@needs.tool("gcc")
 def test_files_from_two_runs_do_not_compile_together(
     two_sets: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
@@ -111,7 +112,7 @@ def test_files_from_two_runs_do_not_compile_together(
     try:
         include = cmsis_nn.locate(None).path / "Include"
     except cmsis_nn.CmsisNnNotFound as exc:
-        pytest.skip(f"needs CMSIS-NN's headers: {exc}")
+        needs.absent(f"needs CMSIS-NN's headers: {exc}")
     model, first, second = two_sets
     old, mixed = tmp_path / "old", tmp_path / "mixed"
     assert _generate(model, first, old).returncode == 0

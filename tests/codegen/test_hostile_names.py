@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from quantcore import limits
 from quantcore.display import printable, shorten
 from quantcore.templating import PLAIN, TemplateValueError, c_comment, c_string, render
+from tests import needs
 from tests.onnx_models import small_cnn
 
 MARKER = "FIXPOINT_INJECTED"
@@ -82,7 +83,7 @@ def test_plain_text_excludes_whatever_can_leave_a_c_context(text: str) -> None:
     assert not PLAIN.match(text)
 
 
-@pytest.mark.skipif(CC is None, reason="gcc is not installed")
+@needs.tool("gcc")
 @settings(max_examples=max(1, EXAMPLES // 20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.text(min_size=0, max_size=40), min_size=20, max_size=20))
 def test_the_compiler_sees_filtered_names_only_as_comments_and_strings(names: list[str]) -> None:
@@ -164,14 +165,14 @@ def test_hostile_names_are_shown_but_never_reach_code(hostile_sources: Path) -> 
         assert not re.search(rf"^[ \t]*#.*{MARKER}", text, re.MULTILINE), f"{name}: a name became a directive"
 
 
-@pytest.mark.skipif(CC is None, reason="gcc is not installed")
+@needs.tool("gcc")
 def test_hostile_names_compile_in_strict_iso_c_with_trigraphs(hostile_sources: Path) -> None:
     from quantcore import cmsis_nn
 
     try:
         include = cmsis_nn.locate(None).path / "Include"
     except cmsis_nn.CmsisNnNotFound as exc:
-        pytest.skip(f"needs CMSIS-NN's headers: {exc}")
+        needs.absent(f"needs CMSIS-NN's headers: {exc}")
     assert CC is not None
     for source in ("model.c", "model_data.c"):
         subprocess.run(

@@ -4,7 +4,6 @@ deterministic, and the full name is in the comment beside each definition."""
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from quantcore.codegen.lower import lower
 from quantcore.data import DataSet
 from quantcore.ir import Graph
 from quantcore.templating import c_comment
+from tests import needs
 
 # TensorFlow joins the names of fused ops with ';': 279 characters, as in the issue's converted models.
 STEM = "StatefulPartitionedCall/sequential/block_1/conv2d/BiasAdd;StatefulPartitionedCall/sequential/"
@@ -104,14 +104,14 @@ def test_the_symbols_are_deterministic(qgraph: Graph, tmp_path: Path) -> None:
         assert (tmp_path / "a" / name).read_text() == (tmp_path / "b" / name).read_text()
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+@needs.tool("gcc")
 def test_the_sources_compile_with_63_significant_characters(qgraph: Graph, tmp_path: Path) -> None:
     from quantcore import cmsis_nn
 
     try:
         include = cmsis_nn.locate().include_dir
     except Exception as exc:  # CmsisNnNotFound: say why and skip
-        pytest.skip(f"no CMSIS-NN checkout: {exc}")
+        needs.absent(f"no CMSIS-NN checkout: {exc}")
     generate(qgraph, tmp_path)
     for source in ("model.c", "model_data.c"):
         done = subprocess.run(

@@ -22,6 +22,7 @@ from quantcore.quantize import params_json
 from quantcore.quantize.document import to_document
 from quantcore.runtime import int8_exec
 from quantcore.targets.cores import Core
+from tests import needs
 
 SEED = 20240612
 
@@ -30,7 +31,7 @@ SEED = 20240612
 def case(vectors: Path) -> VectorCase:
     path = vectors / "arm_ds_cnn_s_s8" / "ds_cnn_s.json"
     if not path.is_file():
-        pytest.skip(f"{path.name} is not in the vector folder")
+        needs.absent(f"{path.name} is not in the vector folder")
     return VectorCase.load(path)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from quantcore import cli
+from tests import needs
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -120,7 +121,7 @@ def test_the_host_figures_stay_within_the_recorded_ones(pipeline: tuple[Path, An
 def test_the_target_figures_stay_within_the_recorded_ones(pipeline: tuple[Path, Any]) -> None:
     reason = target_tools_missing()
     if reason:
-        pytest.skip(f"target steps skipped by the driver: {reason}")
+        needs.absent(f"target steps skipped by the driver: {reason}")
     example, _ = pipeline
     verify = json.loads((example / "out" / "verify.json").read_text())
     assert verify["verdict"] == EXPECTED["verify_verdict"] and verify["mismatched_bytes_total"] == 0
@@ -161,7 +162,7 @@ def test_the_firmware_built_with_its_makefile_classifies_like_the_reference(
 ) -> None:
     reason = target_tools_missing()
     if reason:
-        pytest.skip(f"target steps skipped by the driver: {reason}")
+        needs.absent(f"target steps skipped by the driver: {reason}")
     example, _ = pipeline
     text = (example / "out" / "app.txt").read_text()
     assert app_predictions(text) == reference_predictions(example)
@@ -187,7 +188,7 @@ def test_the_firmware_tree_is_clean_under_the_editor_rules(
 def test_the_firmware_builds_with_cmake_too(pipeline: tuple[Path, Any], tmp_path: Path) -> None:
     reason = target_tools_missing() or (None if shutil.which("cmake") else "cmake is not installed")
     if reason:
-        pytest.skip(reason)
+        needs.absent(reason)
     from quantcore import cmsis_nn
 
     example, _ = pipeline

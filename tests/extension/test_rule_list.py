@@ -14,17 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fixpoint_server.findings import Code
+
+from tests import needs
 
 REPO = Path(__file__).resolve().parents[2]
 EXTENSION = REPO / "vscode-extension"
 GENERATOR = EXTENSION / "scripts" / "gen-rules.js"
 PREFIX = "fixpoint.severity."
-needs_node = pytest.mark.skipif(
-    shutil.which("node") is None,
-    reason="node is not installed (the extension's build needs it: apt-get install npm)",
-)
+needs_node = needs.tool("node", "npm")
 
 
 def _properties(package: dict[str, Any]) -> dict[str, Any]:

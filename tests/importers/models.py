@@ -43,6 +43,25 @@ def data(m: onnx.ModelProto) -> bytes:
     return m.SerializeToString()
 
 
+def megabyte_model() -> tuple[bytes, dict[str, np.ndarray]]:
+    """A conv + fully connected model with ~2.1 M float weights (8 MB in one matrix), serialized, and its
+    initializers: the import test checks them exactly, bench/import_speed.py times the import."""
+    r = rng(8)
+    inits = {
+        "w1": r.standard_normal((128, 64, 3, 3)).astype(np.float32),
+        "w2": r.standard_normal((1000, 2048)).astype(np.float32),  # 8 MB
+        "b2": r.standard_normal(1000).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[4, 4], strides=[4, 4]),
+        helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+        helper.make_node("Gemm", ["f", "w2", "b2"], ["y"], name="fc", transB=1),
+    ]
+    return data(model(nodes, [value("x", [1, 64, 16, 16])], [value("y", None)], inits)), inits
+
+
 def run_ort(
     m: onnx.ModelProto, feeds: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None
 ) -> list[Any]:

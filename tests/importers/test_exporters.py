@@ -35,8 +35,9 @@ import pytest
 from onnx import helper
 
 from quantcore import pipeline
+from tests import needs
 
-torch = pytest.importorskip("torch", reason="torch is an optional extra: pip install 'fixpoint[torch]'")
+torch = needs.module("torch", "torch is an optional extra: pip install 'fixpoint[torch]'")
 
 from quantcore.importers.torch import export_onnx  # noqa: E402
 

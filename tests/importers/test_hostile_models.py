@@ -32,6 +32,7 @@ from quantcore.importers._fold_cost import Cost
 from quantcore.importers._onnx_load import name_nodes
 from quantcore.ir import Op
 from quantcore.limits import ACTIVATION_MAX_ELEMENTS, FOLD_MAX_OPERATIONS
+from tests import needs
 
 from .models import model, run_ort, value
 
@@ -658,7 +659,7 @@ def test_naming_many_duplicate_nodes_takes_linear_time() -> None:
 
 
 def test_a_checkpoint_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+    needs.module("torch", "torch is an optional extra: pip install 'fixpoint[torch]'")
     from quantcore.importers import load_torch_checkpoint
 
     os.mkfifo(tmp_path / "weights.pt")

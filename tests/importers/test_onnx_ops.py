@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -15,7 +13,7 @@ from quantcore.importers import import_onnx
 from quantcore.ir import Activation, DType, Layout, Op
 from tests.fuzzing import fuzz
 
-from .models import data, model, rng, run_ort, value
+from .models import data, megabyte_model, model, rng, run_ort, value
 
 
 def _cnn(opset: int = 13) -> tuple[bytes, dict[str, np.ndarray]]:
@@ -310,28 +308,11 @@ def test_dynamic_batch_is_fixed(batch: int) -> None:
     assert g.tensor("x").shape == (batch, 3, 4, 4) and g.tensor("y").shape == (batch, 2, 4, 4)
 
 
-def test_import_is_fast_on_megabytes_of_weights() -> None:
-    r = rng(8)
-    inits = {
-        "w1": r.standard_normal((128, 64, 3, 3)).astype(np.float32),
-        "w2": r.standard_normal((1000, 2048)).astype(np.float32),  # 8 MB
-        "b2": r.standard_normal(1000).astype(np.float32),
-    }
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"], name="relu"),
-        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[4, 4], strides=[4, 4]),
-        helper.make_node("Flatten", ["p"], ["f"], name="flat"),
-        helper.make_node("Gemm", ["f", "w2", "b2"], ["y"], name="fc", transB=1),
-    ]
-    raw = data(model(nodes, [value("x", [1, 64, 16, 16])], [value("y", None)], inits))
-    start = time.perf_counter()
+def test_megabytes_of_weights_import_exactly() -> None:
+    # How fast it imports (vectorised: well under 0.5 s) is bench/import_speed.py's figure, not a test's.
+    raw, inits = megabyte_model()
     g = import_onnx(raw)
-    elapsed = time.perf_counter() - start
     assert np.array_equal(g.constant("w2"), inits["w2"])
-    # ~2.3 M weights: vectorised conversion takes well under 0.5 s here; a per-element Python loop takes
-    # seconds. The bound is loose because CI machines are shared.
-    assert elapsed < 3.0, f"import took {elapsed:.2f} s"
 
 
 # -- reductions over H and W: what torch's default (dynamo) exporter writes for adaptive pooling ----------

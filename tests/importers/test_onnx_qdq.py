@@ -13,10 +13,11 @@ from onnx import helper, numpy_helper
 from quantcore.errors import ModelError
 from quantcore.importers import import_onnx
 from quantcore.ir import DType, Op
+from tests import needs
 
 from .models import data, model, rng, value
 
-quantization = pytest.importorskip("onnxruntime.quantization", reason="onnxruntime.quantization is needed")
+quantization = needs.module("onnxruntime.quantization", "onnxruntime.quantization is needed")
 
 
 def _float_model(path: Path) -> None:

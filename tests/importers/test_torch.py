@@ -12,8 +12,9 @@ import pytest
 
 from quantcore.errors import ModelError, UnsupportedError
 from quantcore.ir import Op
+from tests import needs
 
-torch = pytest.importorskip("torch", reason="torch is an optional extra: pip install 'fixpoint[torch]'")
+torch = needs.module("torch", "torch is an optional extra: pip install 'fixpoint[torch]'")
 
 from quantcore.importers import import_torch, load_torch_checkpoint  # noqa: E402
 

@@ -18,6 +18,7 @@ from quantcore.conformance.network import Network, load_network
 from quantcore.errors import CmsisNnNotFound
 from quantcore.kernels.requantize import Rounding
 from quantcore.verify.host_cmsis_nn import build_runner, run_network
+from tests import needs
 
 pytestmark = pytest.mark.cmsis_nn
 
@@ -31,13 +32,13 @@ def checkout() -> cmsis_nn.CmsisNn:
     try:
         return cmsis_nn.locate()
     except CmsisNnNotFound as missing:
-        pytest.skip(str(missing))
+        needs.absent(str(missing))
 
 
 @pytest.fixture(scope="module")
 def case() -> VectorCase:
     if not DS_CNN_S.is_file():
-        pytest.skip(f"{DS_CNN_S} not found; set FIXPOINT_VECTORS to the CMSIS-NN vector directory")
+        needs.absent(f"{DS_CNN_S} not found; set FIXPOINT_VECTORS to the CMSIS-NN vector directory")
     return VectorCase.load(DS_CNN_S)
 
 

@@ -22,6 +22,7 @@ from quantcore.kernels.lstm import LstmResult, lstm_unidirectional_s8, lstm_unid
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import svdf_s8, svdf_state_s16_s8
 from quantcore.verify.host_recurrent import build_recurrent_runner, run_lstm, run_svdf
+from tests import needs
 from tests.conftest import vectors_dir
 from tests.kernels.recurrent_calls import lstm_call, svdf_calls
 
@@ -36,7 +37,7 @@ def checkout() -> cmsis_nn.CmsisNn:
     try:
         return cmsis_nn.locate()
     except CmsisNnNotFound as missing:
-        pytest.skip(str(missing))
+        needs.absent(str(missing))
 
 
 @pytest.fixture(scope="module", params=list(Rounding), ids=lambda r: r.value)
@@ -109,7 +110,7 @@ def test_runner_reproduces_a_vector_case(built: tuple[Path, Rounding]) -> None:
     root = vectors_dir()
     path = root / "arm_lstm_unidirectional_s8" / "lstm_stateful_batch_major_multibatch.json" if root else None
     if path is None or not path.is_file():
-        pytest.skip("the CMSIS-NN vector folder is not available")
+        needs.absent("the CMSIS-NN vector folder is not available")
     if rounding is not Rounding.DOUBLE:
         pytest.skip("the vectors' expected bytes are the default (double) rounding's")
     case = VectorCase.load(path)

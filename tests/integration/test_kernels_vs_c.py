@@ -30,6 +30,7 @@ from quantcore import cmsis_nn
 from quantcore.errors import CmsisNnNotFound, KernelArgumentError
 from quantcore.kernels.requantize import Rounding
 from quantcore.quantize.scaling import quantize_multiplier, quantize_multipliers
+from tests import needs
 from tests.integration.kernel_harness import KERNELS, build_kernel_calls, describe, mismatch, run_calls
 
 pytestmark = pytest.mark.cmsis_nn
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.cmsis_nn
 try:
     CHECKOUT = cmsis_nn.locate()
 except CmsisNnNotFound as missing:
-    pytest.skip(str(missing), allow_module_level=True)
+    needs.absent(str(missing), allow_module_level=True)
 
 SEED = 20240917
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

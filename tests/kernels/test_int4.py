@@ -26,6 +26,7 @@ from quantcore.kernels.int4 import (
     fully_connected_s4,
     unpack_s4,
 )
+from tests import needs
 
 HALF = 1 << 30
 
@@ -267,11 +268,11 @@ def test_cmsis_nn_s4_convolution_cases_are_bit_exact(test: str) -> None:
     try:
         checkout = cmsis_nn.locate()
     except CmsisNnNotFound as missing:
-        pytest.skip(str(missing))
+        needs.absent(str(missing))
     cases = checkout.path / "Tests" / "UnitTest" / "TestCases"
     source = cases / test / f"{test}.c"
     if not source.is_file():
-        pytest.skip(f"{source} not found in this CMSIS-NN checkout")
+        needs.absent(f"{source} not found in this CMSIS-NN checkout")
     names = _INCLUDE.findall(source.read_text())
     assert names, f"no test data included by {source}"
     differ = []
@@ -289,11 +290,11 @@ def test_cmsis_nn_s4_fully_connected_cases_are_bit_exact() -> None:
     try:
         checkout = cmsis_nn.locate()
     except CmsisNnNotFound as missing:
-        pytest.skip(str(missing))
+        needs.absent(str(missing))
     cases = checkout.path / "Tests" / "UnitTest" / "TestCases"
     source = cases / "test_arm_fully_connected_s4" / "test_arm_fully_connected_s4.c"
     if not source.is_file():
-        pytest.skip(f"{source} not found in this CMSIS-NN checkout")
+        needs.absent(f"{source} not found in this CMSIS-NN checkout")
     names = _INCLUDE.findall(source.read_text())
     assert "fully_connected_int4_6" in names
     differ = []

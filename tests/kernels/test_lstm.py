@@ -26,6 +26,7 @@ from quantcore.kernels.lstm import (
     lstm_unidirectional_s8,
     lstm_unidirectional_s16,
 )
+from tests import needs
 from tests.kernels.recurrent_calls import lstm_call
 
 
@@ -33,7 +34,7 @@ def test_sigmoid_table_is_cmsis_nn_table() -> None:
     try:
         checkout = cmsis_nn.locate()
     except CmsisNnNotFound as missing:
-        pytest.skip(str(missing))
+        needs.absent(str(missing))
     source = (checkout.path / "Source" / "NNSupportFunctions" / "arm_nntables.c").read_text()
     body = re.search(r"sigmoid_table_uint16\[256\]\s*=\s*\{([^}]*)\}", source)
     assert body is not None

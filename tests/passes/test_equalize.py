@@ -134,9 +134,9 @@ def test_auto_mode_equalizes_the_outlier_model_and_records_why(outlier_model: pi
     assert off_entry == {"mode": "off", "applied": False, "pairs": entry["pairs"], "spread": entry["spread"]}
     report_on = pipeline.evaluate(outlier_model, auto.document, data)
     report_off = pipeline.evaluate(outlier_model, off.document, data)
-    assert report_on.output_sqnr_db > report_off.output_sqnr_db + 6
+    assert report_on.output_sqnr_db > report_off.output_sqnr_db + 10  # 51.01 against 38.45 dB measured
     # Per-layer figures compare like with like: the equalized graph against the rescaled float values.
-    assert min(layer.sqnr_db for layer in report_on.layers) > 20
+    assert min(layer.sqnr_db for layer in report_on.layers) > 41  # worst layer 44.02 dB measured
 
 
 def test_auto_mode_does_not_score_a_model_whose_channels_are_already_in_line(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ import numpy as np
 import onnx
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests import needs
+
+torch = needs.module("torch", "torch is an optional extra: pip install 'fixpoint[torch]'")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 

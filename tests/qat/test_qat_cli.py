@@ -13,11 +13,13 @@ import numpy as np
 import onnx
 import pytest
 
-pytest.importorskip("torch")
+from tests import needs
 
-from quantcore import cli, pipeline
-from quantcore.quantize import params_json
-from tests.onnx_models import outlier_cnn
+needs.module("torch", "torch is an optional extra: pip install 'fixpoint[torch]'")
+
+from quantcore import cli, pipeline  # noqa: E402
+from quantcore.quantize import params_json  # noqa: E402
+from tests.onnx_models import outlier_cnn  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ["--epochs", "2", "--batch-size", "32", "--lr", "1e-3"]

@@ -72,8 +72,9 @@ def test_int16_keeps_the_model_output_close(prepared) -> None:  # type: ignore[n
     out = int8_exec.run(q, int8_exec.quantize_inputs(q, {"input": x}))[q.outputs[0]]
     d = int8_exec.dequantize_tensor(q, q.outputs[0], out)
     sqnr = 10 * np.log10(np.sum(reference**2) / np.sum((reference - d) ** 2))
-    # int16 activations everywhere leave int8 weights as the only coarse step: well above 30 dB here.
-    assert sqnr > 30
+    # int16 activations everywhere leave int8 weights as the only coarse step: 51.20 dB measured here
+    # (int8 activations give ~35-40); the bound is 3 dB under it.
+    assert sqnr > 48
 
 
 def test_unknown_or_unsupported_int16_layers_are_named(prepared) -> None:  # type: ignore[no-untyped-def]

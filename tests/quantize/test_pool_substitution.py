@@ -25,6 +25,7 @@ from quantcore.quantize import lowering, params_json
 from quantcore.quantize.document import DocumentError, from_document
 from quantcore.quantize.mixed_precision import Budget, Memory
 from quantcore.runtime import int8_exec
+from tests import needs
 
 GAINED = re.compile(r"^\+\d+\.\d\d dB for \d+ B$")
 
@@ -347,7 +348,7 @@ class _Reader:
 
 
 def test_a_qdq_model_keeps_its_pools(spiky: tuple[Path, DataSet], tmp_path: Path) -> None:
-    quantization = pytest.importorskip("onnxruntime.quantization")
+    quantization = needs.module("onnxruntime.quantization", "onnxruntime.quantization is needed")
     qdq = tmp_path / "qdq.onnx"
     quantization.quantize_static(
         str(spiky[0]),

@@ -92,8 +92,9 @@ def test_int8_graph_tracks_the_float_graph(setup) -> None:  # type: ignore[no-un
         f = env[node.outputs[0]]
         d = int8_exec.dequantize_tensor(qgraph, node.outputs[0], q[node.outputs[0]])
         sqnr = 10 * np.log10(np.sum(f**2) / np.sum((f - d) ** 2))
-        # int8 with min/max ranges on a random net measures 32-42 dB here; 25 dB would mean a wrong scale.
-        assert sqnr > 25, (node.name, sqnr)
+        # int8 with min/max ranges on a random net: 32.54 (conv2d7) to 44.55 dB (softmax12) measured
+        # here; the bound is 2.5 dB under the worst layer (a wrong scale or a lost clip costs more).
+        assert sqnr > 30, (node.name, sqnr)
 
 
 def test_document_round_trip_rebuilds_the_same_int8_graph(setup) -> None:  # type: ignore[no-untyped-def]
@@ -137,7 +138,9 @@ def test_a_narrowing_average_pool_runs_as_a_depthwise_conv_with_its_own_scale() 
         out = int8_exec.dequantize_tensor(q, pool.outputs[0], int8_exec.run(q, inputs)[pool.outputs[0]])
         f = env[pool.outputs[0]]
         sqnr[name] = 10 * np.log10(np.sum(f**2) / np.sum((f - out) ** 2))
-    assert sqnr["lowered"] > sqnr["kept"] + 3  # more than half the codes back: more than 3 dB
+    # More than half the codes back is more than 3 dB; 48.30 against 38.56 dB measured (+9.74): the bound
+    # sits under that, not at the 3 dB any halving of the step would pass.
+    assert sqnr["lowered"] > sqnr["kept"] + 7
     rebuilt = from_document(graph, to_document(qgraph, {"method": "minmax"}))
     assert np.array_equal(
         int8_exec.run(rebuilt, inputs)[qgraph.outputs[0]], int8_exec.run(qgraph, inputs)[qgraph.outputs[0]]

@@ -5,7 +5,6 @@ quick fixes stay the text reader's; the build query drops what the evaluated bui
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -19,9 +18,10 @@ from fixpoint_server.rules.build_facts import enable_build_query
 from fixpoint_server.rules.context import CheckContext
 
 from quantcore.project import Project
+from tests import needs
 
-needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed")
-needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+needs_make = needs.tool("make")
+needs_cmake = needs.tool("cmake")
 
 KERNEL = "CMSIS-NN/Source/ConvolutionFunctions/arm_convolve_s8.c"
 BASE = {

@@ -16,6 +16,7 @@ from fixpoint_server.findings import Code, Finding, Severity
 from fixpoint_server.rules import misaligned_array
 
 from quantcore.project import load_project
+from tests import needs
 from tests.server.fixtures import apply_edits, context
 
 REPO = Path(__file__).resolve().parents[2]
@@ -210,7 +211,7 @@ def test_a_bad_aligned_setting_is_a_problem_at_its_line(tmp_path: Path) -> None:
 def cmsis_nn_repo() -> Path:
     path = Path(os.environ.get("FIXPOINT_CMSIS_NN") or Path.home() / ".cache" / "fixpoint" / "cmsis-nn")
     if not (path / "Include" / "arm_nnfunctions.h").is_file():
-        pytest.skip(f"no CMSIS-NN checkout at {path} (set FIXPOINT_CMSIS_NN)")
+        needs.absent(f"no CMSIS-NN checkout at {path} (set FIXPOINT_CMSIS_NN)")
     return path
 
 

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
+from tests import needs
 from tests.server.firmware_tree import make_tree
 
 PROBE = Path(__file__).resolve().parent / "nvim" / "probe.lua"
 
 
-@pytest.mark.skipif(shutil.which("nvim") is None, reason="nvim is not installed (apt-get install neovim)")
+@needs.tool("nvim", "neovim")
 def test_neovim_shows_the_stale_model_and_offers_to_regenerate_it(tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "fw")
     params = tree / "model" / "residual.params.json"

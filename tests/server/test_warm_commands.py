@@ -25,6 +25,7 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
+from tests import needs
 from tests.server.firmware_tree import make_tree
 from tests.server.test_hostile_lsp import Wire, assert_clean_exit
 from tests.server.test_lsp import TIMEOUT, _board_tools_missing, _qemu_for
@@ -197,7 +198,7 @@ async def test_cancelling_a_forked_flash_and_verify_ends_its_whole_session_not_t
     process of the job's session survives (QEMU included), and the worker runs the next command."""
     missing = _board_tools_missing()
     if missing:
-        pytest.skip(missing)
+        needs.absent(missing)
     job = asyncio.ensure_future(client.workspace_execute_command_async(
         lsp.ExecuteCommandParams(command="fixpoint.flashVerify", arguments=[{"target": "qemu-m4"}])
     ))  # fmt: skip

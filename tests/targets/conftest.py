@@ -1,9 +1,9 @@
-"""Fixtures of the target tests: CMSIS-NN, the cross tools and QEMU (skipped with the reason when absent),
-the fixture model's ONNX + params, and fixture variants (a hang, a fault, a wrong byte)."""
+"""Fixtures of the target tests: CMSIS-NN, the cross tools and QEMU (skipped with the reason when absent,
+failed under FIXPOINT_REQUIRE_TARGETS=1: tests/needs.py), the fixture model's ONNX + params, and fixture
+variants (a hang, a fault, a wrong byte)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +12,7 @@ import pytest
 from quantcore import cmsis_nn
 from quantcore.errors import CmsisNnNotFound
 from quantcore.targets.cores import Core
+from tests import needs
 from tests.targets.models import MAXPOOL_SRC, write_maxpool_project
 
 MARKER = "/* FIXPOINT-TEST: invoke */"
@@ -22,16 +23,14 @@ def checkout() -> cmsis_nn.CmsisNn:
     try:
         return cmsis_nn.locate()
     except CmsisNnNotFound as exc:
-        pytest.skip(f"no CMSIS-NN checkout: {exc}")
+        needs.absent(f"no CMSIS-NN checkout: {exc}")
 
 
 @pytest.fixture(scope="session")
 def cross(checkout: cmsis_nn.CmsisNn) -> cmsis_nn.CmsisNn:
     """CMSIS-NN plus the Arm cross compiler, newlib and QEMU; the libraries are built (cached) once."""
     for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
-        if shutil.which(tool) is None:
-            packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
-            pytest.skip(f"{tool} is not installed (apt-get install {packages})")
+        needs.require_tool(tool, "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm")
     for core in (Core.CORTEX_M4, Core.CORTEX_M7, Core.CORTEX_M55):
         cmsis_nn.build_library(checkout, core)
     return checkout
@@ -39,8 +38,7 @@ def cross(checkout: cmsis_nn.CmsisNn) -> cmsis_nn.CmsisNn:
 
 @pytest.fixture(scope="session")
 def gdb(cross: cmsis_nn.CmsisNn) -> cmsis_nn.CmsisNn:
-    if shutil.which("gdb-multiarch") is None:
-        pytest.skip("gdb-multiarch is not installed (apt-get install gdb-multiarch)")
+    needs.require_tool("gdb-multiarch")
     return cross
 
 

@@ -39,7 +39,8 @@ def test_verify_on_the_host_passes_and_prints_json(
     assert code == 0 and report["verdict"] == "pass" and report["target"] == "host"
     assert [layer["name"] for layer in report["layers"]] == ["pool_a", "pool_b"]
     assert report["mismatched_bytes_total"] == 0 and report["cases"] == 3 and report["arena_bytes"] == 48
-    assert report["inputs"] == "random (seed 0)" and report["layers"][0]["float_sqnr_db"] > 40
+    # Max pooling selects int8 inputs, it adds no rounding: 153.76 dB measured (float rounding alone).
+    assert report["inputs"] == "random (seed 0)" and report["layers"][0]["float_sqnr_db"] > 150
     assert report["flash_bytes"] > 0 and report["ram_bytes"] > 0
 
 

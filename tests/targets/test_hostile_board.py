@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -25,6 +24,7 @@ from quantcore import cli, cmsis_nn
 from quantcore.targets import backends, board
 from quantcore.targets.errors import PortBusyError, SettingError
 from quantcore.targets.serial_link import SerialLink
+from tests import needs
 from tests.targets.models import MAXPOOL_SRC
 
 BOARD = """target = "board"
@@ -70,9 +70,16 @@ def _flash_verify(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, 
 
 
 def _hold(*command: str, stdin: IO[bytes] | None = None) -> subprocess.Popen[bytes]:
-    """Another program, in a session of its own so that it and its children can be stopped together."""
+    """Another program, in a session of its own so that it and its children can be stopped together;
+    returned once it runs `sleep`, the program it ends as: `flock --no-fork` execs it only after taking
+    the lock, so the port is held from then on (a wait on that, not a guess at how long it takes)."""
     holder = subprocess.Popen(list(command), stdin=stdin, start_new_session=True)
-    time.sleep(0.3)
+    comm = Path(f"/proc/{holder.pid}/comm")
+    deadline = time.monotonic() + 10
+    while comm.read_text().strip() != "sleep":
+        assert holder.poll() is None, f"{' '.join(command)} exited with {holder.returncode}"
+        assert time.monotonic() < deadline, f"{' '.join(command)} did not get to run sleep within 10 s"
+        time.sleep(0.01)
     return holder
 
 
@@ -121,7 +128,7 @@ def test_a_socket_nobody_listens_on_is_named(project: Path, capsys: pytest.Captu
     )
 
 
-@pytest.mark.skipif(shutil.which("flock") is None, reason="flock (util-linux) is not installed")
+@needs.tool("flock", "util-linux")
 def test_a_port_another_program_locks_is_busy_naming_that_program(
     project: Path, pty_port: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,7 +9,6 @@ cannot be made to do (print after its END line, close its output, fork).
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import threading
@@ -30,6 +29,7 @@ from quantcore.targets.protocol import FINAL_PREFIXES, is_final
 from quantcore.targets.run import run_firmware, run_process
 from quantcore.targets.serial_link import SerialLink
 from quantcore.targets.target import BUILTIN
+from tests import needs
 
 EXAMPLES = int(os.environ.get("FIXPOINT_FUZZ_EXAMPLES") or 200)
 """Examples per property; FIXPOINT_FUZZ_EXAMPLES sets more for a longer fuzzing run."""
@@ -55,8 +55,7 @@ PROGRAMS = {
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+    needs.require_tool("gcc")
     folder = tmp_path_factory.mktemp("programs")
     built = {}
     for name, body in PROGRAMS.items():

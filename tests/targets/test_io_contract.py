@@ -35,11 +35,12 @@ from tests.targets.nhwc_models import nchw_model, nhwc_model, samples
 
 APP = Path(__file__).resolve().parent / "c" / "app.c"
 CASES = 4
-SQNR_FLOOR_DB = 25.0
-"""Int8 noise of this two-convolution net is ~35-40 dB (input, two layers' outputs and per-channel
-weights each quantized to 8 bits, about 6 dB per bit less the ranges' headroom); any permutation of
-height, width and channels of the input or output makes the output another image's, below 5 dB (the
-negative control below measures it). 25 dB lies well between the two."""
+SQNR_FLOOR_DB = 35.0
+"""Int8 noise of this two-convolution net: 37.95 (NCHW) and 38.89 dB (NHWC) measured on the firmware's
+output, 39.20 and 40.72 dB on verify's last layer (input, two layers' outputs and per-channel weights each
+quantized to 8 bits, about 6 dB per bit less the ranges' headroom); the floor is 3 dB under the worst.
+Any permutation of height, width and channels of the input or output makes the output another image's,
+below 5 dB (the negative control below measures it)."""
 
 
 @dataclass(frozen=True)

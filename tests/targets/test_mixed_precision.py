@@ -119,4 +119,5 @@ def test_the_default_int16_output_is_bit_exact_through_verify_and_flash_verify(
     assert cli.main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["verdict"] == "pass" and report["mismatched_bytes_total"] == 0
-    assert report["layers"][-1]["name"] == "fc" and report["layers"][-1]["float_sqnr_db"] > 30
+    # The int16 logits: 54.42 dB measured on qemu-m55 (int8 logits give ~35-40); the bound is 3 dB under.
+    assert report["layers"][-1]["name"] == "fc" and report["layers"][-1]["float_sqnr_db"] > 51

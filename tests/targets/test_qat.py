@@ -13,9 +13,10 @@ import pytest
 
 from quantcore import cli, cmsis_nn
 from quantcore.quantize import params_json
+from tests import needs
 from tests.onnx_models import residual_cnn
 
-pytest.importorskip("torch")
+needs.module("torch", "torch is an optional extra: pip install 'fixpoint[torch]'")
 
 
 @pytest.fixture(scope="module")

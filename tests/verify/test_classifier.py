@@ -85,7 +85,9 @@ def test_evaluate_reports_top1_and_agreement_for_a_classifier(
 ) -> None:
     report = json.loads(_evaluate(projects["cnn"], capsys, "--json"))
     assert report["classifier"] is True and report.keys() >= CLASSIFIER_KEYS
-    assert 0 <= report["top1_float"] <= 1 and 0.5 <= report["agreement"] <= 1
+    # Random labels: top-1 means nothing here (1/16 measured); the int8 model agrees with the float one on
+    # 16 of 16 images, and one flip covers a near-tie on another CPU's float kernels.
+    assert 0 <= report["top1_float"] <= 1 and 15 / 16 <= report["agreement"] <= 1
     text = _evaluate(projects["cnn"], capsys)
     assert "top-1: float " in text and "agreement float/int8: " in text and NOT_A_CLASSIFIER not in text
 
@@ -97,7 +99,7 @@ def test_evaluate_leaves_them_out_for_an_autoencoder(
     written = tmp_path / "e.json"
     report = json.loads(_evaluate(projects["autoencoder"], capsys, "--json", "--report-json", str(written)))
     assert report["classifier"] is False and not CLASSIFIER_KEYS & report.keys()  # absent, not null
-    assert report["output_sqnr_db"] > 20 and report["nonfinite"] == {}
+    assert report["output_sqnr_db"] > 40 and report["nonfinite"] == {}  # 43.28 dB measured
     assert json.loads(written.read_text()) == report
     back = EvaluationReport.from_json(written.read_text())
     assert (back.classifier, back.agreement, back.top1_float, back.top1_drop_points) == (

@@ -166,7 +166,8 @@ def test_streaming_random_data_within_the_float64_summation_bound() -> None:
     # Relative errors d in the two energies (both non-negative sums, so d <= bound) move 10 log10(S / N)
     # by at most 10 / ln 10 * (dS + dN) dB, plus the rounding of the logarithm itself.
     assert abs(s.sqnr_db - w.sqnr_db) <= 10 / math.log(10) * 2 * bound * 1.01 + 4 * math.ulp(w.sqnr_db)
-    assert 35 < s.sqnr_db < 45  # sanity: about 6 dB per bit of an int8 error, not noise against noise
+    # Sanity: about 6 dB per bit of an int8 error, not noise against noise; 40.85 dB measured (seeded).
+    assert 38 < s.sqnr_db < 44
     assert s.rel_l2 == pytest.approx(w.rel_l2, rel=2 * bound)  # sqrt halves each relative error
     assert s.max_abs == w.max_abs
 

@@ -61,7 +61,7 @@ def test_a_network_of_one_layer_loses_alone_exactly_what_it_loses_in_full(tmp_pa
     report = pipeline.sensitivity(model, document, _data(), gradients=False)
     assert [layer.name for layer in report.layers] == ["conv"]
     assert report.layers[0].output_sqnr_db == report.output_sqnr_db
-    assert 20 < report.output_sqnr_db < 60
+    assert 38.6 < report.output_sqnr_db < 44.6  # 41.63 dB measured: 3 dB either side
 
 
 def test_the_layer_reading_the_outlier_channel_ranks_first_until_equalization(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@
 # Environment:
 #   FIXPOINT_PYTHON            the interpreter with Fixpoint installed (default: the repo's .venv)
 #   FIXPOINT_E2E_FLASH         auto (default: when CMSIS-NN, QEMU, gdb-multiarch and arm-none-eabi-gcc
-#                              are present) | 1 | 0
+#                              are present, always under FIXPOINT_REQUIRE_TARGETS=1) | 1 | 0
 #   FIXPOINT_CODE_SERVER_HOME  the code-server cache (default ~/.cache/fixpoint/code-server)
 #   CHROMIUM                   the browser (default /usr/bin/chromium: Debian's chromium package)
 #   FIXPOINT_E2E_KEEP=1        keep the temporary workspaces and code-server data
@@ -69,6 +69,8 @@ VSIX=$(ls "$EXT"/fixpoint-*.vsix 2>/dev/null | head -1)
 mark "build + unit tests + package"
 
 FLASH=${FIXPOINT_E2E_FLASH:-auto}
+# Under FIXPOINT_REQUIRE_TARGETS=1 (CI) the flash steps always run: a missing tool fails them, not skips them.
+[ "$FLASH" = auto ] && [ "${FIXPOINT_REQUIRE_TARGETS:-}" = 1 ] && FLASH=1
 if [ "$FLASH" = auto ]; then
   FLASH=1
   for tool in arm-none-eabi-gcc qemu-system-arm gdb-multiarch; do command -v "$tool" >/dev/null || { FLASH=0; echo "no $tool: flash-and-verify steps skipped"; }; done

@@ -151,9 +151,11 @@ export async function run(): Promise<void> {
         });
         const running = vscode.commands.executeCommand<Record<string, unknown>>('fixpoint.client.flashVerify', 'qemu-m4');
         await began;
-        // Let the job get as far as QEMU before cancelling.
-        await until('QEMU running for this workspace', () => processesMentioning(folder.fsPath, 'qemu-system').length > 0, 20_000).catch(() => undefined);
+        // Let the job get as far as QEMU before cancelling: the cancel must be shown to stop QEMU, so a job
+        // that never started it (or finished first) fails here instead of passing without the proof.
+        await until('QEMU running for this workspace', () => processesMentioning(folder.fsPath, 'qemu-system').length > 0, 20_000);
         const hadQemu = processesMentioning(folder.fsPath, 'qemu-system').length > 0;
+        assert(hadQemu, 'QEMU was not running when the cancel was sent');
         assert(api.server.progress!.cancelAll() === 1, 'no job to cancel');
         const result = await running;
         assert(result && result.ok === false && /cancelled/.test(String(result.error)), `after cancel: ${JSON.stringify(result).slice(0, 400)}`);
