@@ -10,7 +10,10 @@ SQNR (dB), top-1 (%) and float/int8 arg-max agreement (%) of:
   default     pipeline.quantize with its default options (the automatic int16 output choice included)
 and the int8-logit ceiling: the float model's logits quantized alone to int8 with the calibrated output
 range of the int8 quantization (its logits tensor's scale and zero point, clamped to [-128, 127]), every
-other tensor float - what an int8-output network reaches at best with that range. "outside" is the
+other tensor float - what an int8-output network reaches at best with that range. "bound" is what no
+output precision can pass: the int8 network's output layer accumulator (int8 input, int8 weights, int32
+bias) read as a real number, neither rounded nor clipped - the noise left is the layers before it and
+the output layer's weights. "outside" is the
 share of test logits beyond the calibrated [min, max]; "closed" the share of the gap between int8 and
 the ceiling that the default closes (above 100 %: past the ceiling). With --margins, the int16 output is
 scored with each range margin instead (quantcore.quantize.precision.INT16_OUTPUT_MARGIN): the share of
@@ -41,6 +44,26 @@ def _ceiling(logits: np.ndarray, quant: Any) -> tuple[float, float]:
     lo, hi = quant.clip
     outside = float(np.mean((logits < lo) | (logits > hi)))
     return output_sqnr_db([logits], [((q - zp) * scale).astype(np.float32)]), outside
+
+
+def _bound(qgraph: Any, test: Any, logits: np.ndarray, batch: int = 500) -> float:
+    """Output SQNR (dB) of the int8 graph's output-layer accumulator as a real number (see the docstring)."""
+    from quantcore.passes.io_layout import to_firmware
+    from quantcore.runtime import int8_exec
+    from quantcore.verify.metrics import output_sqnr_db
+
+    node = next(n for n in qgraph.nodes if qgraph.outputs[0] in n.outputs)
+    weights = qgraph.constant(node.inputs[1]).astype(np.int64)
+    bias = qgraph.constant(node.inputs[2]).astype(np.int64)
+    x_quant, w_quant = qgraph.tensor(node.inputs[0]).quant, qgraph.tensor(node.inputs[1]).quant
+    scale = float(x_quant.scale) * np.asarray(w_quant.scale, np.float64)
+    parts = []
+    for start in range(0, len(test), batch):
+        x = to_firmware(qgraph, qgraph.inputs[0], test.x[start : start + batch])
+        env = int8_exec.run(qgraph, int8_exec.quantize_inputs(qgraph, {qgraph.inputs[0]: x}))
+        q = env[node.inputs[0]].reshape(len(x), -1).astype(np.int64) - int(x_quant.zero_point)
+        parts.append(((q @ weights.T + bias) * scale).astype(np.float32))
+    return output_sqnr_db([logits], [np.concatenate(parts)])
 
 
 def _has_switch() -> bool:
@@ -85,10 +108,11 @@ def bench(name: str, args: argparse.Namespace) -> None:
     chosen_result, chosen, seconds = _score(model, calib, test, pipeline.QuantizeOptions())
     logits = float_outputs(model.float_model, model.graph, test)
     ceiling, outside = _ceiling(logits, quant)
+    bound = _bound(result.qgraph, test, logits)
     gap = ceiling - base.output_sqnr_db
     closed = (chosen.output_sqnr_db - base.output_sqnr_db) / gap if gap > 0 else float("nan")
     print(
-        f"{name:8} {100 * (base.top1_float or 0):7.2f} {ceiling:8.2f} {100 * outside:8.3f} |"
+        f"{name:8} {100 * (base.top1_float or 0):7.2f} {ceiling:8.2f} {100 * outside:8.3f} {bound:6.2f} |"
         f" {_cells(base)} | {_cells(forced)} | {_cells(chosen)} {100 * closed:7.0f}% {seconds:6.2f}",
         flush=True,
     )
@@ -128,7 +152,8 @@ def main() -> int:
         print(f"{'net':8} {'margin':>6} {'outside %':>9} {cells}")
     else:
         print(
-            f"{'net':8} {'float %':>7} {'ceiling':>8} {'outside%':>8} | int8: {cells} | int16-out: {cells} |"
+            f"{'net':8} {'float %':>7} {'ceiling':>8} {'outside%':>8} {'bound':>6} | int8: {cells} |"
+            f" int16-out: {cells} |"
             f" default: {cells} {'closed':>8} {'quant s':>6}"
         )
     for name in args.models:
