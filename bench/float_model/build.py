@@ -4,7 +4,7 @@ Sources: float_model.c (generate_float), a harness rendered from harness_f32.c.j
 const floats, each output printed as the hex of its float bytes) and, for Cortex-M, the product's own
 startup code and linker script (templates/target/startup.c.j2, link.ld.j2). The compiler flags are those
 of quantcore.targets.build (the core's -mcpu/-mfloat-abi=hard/-mfpu flags, -std=c11, the -O level,
--ffunction-sections -fdata-sections) and the link line is its own (_link_flags: rdimon semihosting,
+-ffunction-sections -fdata-sections) and the link line is its own (link_flags: rdimon semihosting,
 -nostartfiles, the linker script, --gc-sections) plus -lm for expf. No CMSIS-NN is linked.
 
 The outputs are checked against quantcore.runtime.float_exec (numpy, float64) run on the same float32
@@ -28,9 +28,9 @@ from quantcore.targets.build import (
     Channel,
     Firmware,
     ModelHeader,
-    _link_flags,  # the product's link line, so the float image links exactly as build_firmware's
-    _memory,
-    _run,
+    link_flags,  # the product's link line, so the float image links exactly as build_firmware's
+    memory_layout,
+    run_build_step,
 )
 from quantcore.targets.errors import FirmwareBuildError
 from quantcore.targets.protocol import Expectation
@@ -98,12 +98,12 @@ def build_float_firmware(
         )
         write_text(
             harness_dir / "link.ld",
-            render_target("link.ld", **_memory(target), stack_size=STACK_BYTES, target=target.name),
+            render_target("link.ld", **memory_layout(target), stack_size=STACK_BYTES, target=target.name),
         )
     out = build_dir / ("firmware.elf" if target.cross else "firmware")
     command = [chain.cc, *cflags(target, opt), *extra_cflags, f"-I{model.directory}", *map(str, sources)]
-    command += [*_link_flags(target, Channel.SEMIHOSTING, harness_dir), "-lm", "-o", str(out)]
-    _run(command, f"building the float32 firmware for {target.name}")
+    command += [*link_flags(target, Channel.SEMIHOSTING, harness_dir), "-lm", "-o", str(out)]
+    run_build_step(command, f"building the float32 firmware for {target.name}")
     header = ModelHeader(
         model.header, model.layers, 4 * model.input_count, 4 * model.output_count, model.arena_bytes, 0
     )

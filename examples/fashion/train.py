@@ -34,6 +34,8 @@ import onnx
 import torch
 from torch import nn
 
+from quantcore.templating import render
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "bench" / "fashion_mnist"))
 
@@ -143,35 +145,17 @@ def save_npz(path: Path, **arrays: np.ndarray) -> None:
 
 
 def images_header(x: np.ndarray, y: np.ndarray) -> str:
-    """A C header with the images as uint8 pixels (x * 255, exact: x is k/255) and their labels."""
+    """A C header with the images as uint8 pixels (x * 255, exact: x is k/255) and their labels
+    (templates/example/test_images.h.j2)."""
     pixels = np.rint(x.reshape(len(x), -1) * 255.0).astype(np.uint8)
-    lines = [
-        "/* Test images for the example firmware, written by examples/fashion/train.py from test.npz:",
-        f" * the first {len(x)} Fashion-MNIST t10k images, 28x28 uint8 pixels (row-major), and their labels.",
-        " * main.c scales them to [0, 1] and quantizes them with the model's input scale and zero point. */",
-        "#ifndef TEST_IMAGES_H",
-        "#define TEST_IMAGES_H",
-        "",
-        "#include <stdint.h>",
-        "",
-        f"#define TEST_IMAGE_COUNT {len(x)}",
-        f"#define TEST_IMAGE_PIXELS {pixels.shape[1]}",
-        "",
-        "static const char *const class_names[10] = {",
-        *(f'    "{name}",' for name in fmnist.CLASSES),
-        "};",
-        "",
-        "static const uint8_t test_labels[TEST_IMAGE_COUNT] = {" + ", ".join(str(int(v)) for v in y) + "};",
-        "",
-        "static const uint8_t test_images[TEST_IMAGE_COUNT][TEST_IMAGE_PIXELS] = {",
-    ]
-    for image in pixels:
-        lines.append("    {")
-        for row in range(0, len(image), 28):
-            lines.append("        " + ", ".join(str(int(v)) for v in image[row : row + 28]) + ",")
-        lines.append("    },")
-    lines += ["};", "", "#endif /* TEST_IMAGES_H */", ""]
-    return "\n".join(lines)
+    rows = pixels.reshape(len(x), -1, 28).tolist()  # 28 pixels a line, as the image's rows
+    return render(
+        "example/test_images.h.j2",
+        class_names=list(fmnist.CLASSES),
+        labels=[int(v) for v in y],
+        pixels_per_image=int(pixels.shape[1]),
+        images=rows,
+    )
 
 
 def main() -> int:

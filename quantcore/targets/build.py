@@ -197,13 +197,15 @@ def build_firmware(request: BuildRequest) -> Firmware:
     sources = [*_model_sources(request.src), *_render_harness(request, channel, header, harness_dir)]
     out = request.build_dir / ("firmware" if not target.cross else "firmware.elf")
     command = [chain.cc, *_cflags(request), f"-I{request.src}", f"-I{request.checkout.include_dir}"]
-    command += [*map(str, sources), *_link_flags(target, channel, harness_dir), str(library), "-lm"]
+    command += [*map(str, sources), *link_flags(target, channel, harness_dir), str(library), "-lm"]
     try:
-        _run([*command, "-o", str(out)], f"building the firmware for {target.name}")
+        run_build_step([*command, "-o", str(out)], f"building the firmware for {target.name}")
     except BudgetError as exc:
         raise _inputs_overflow(request, header, exc) from None
     if chain.cross:
-        _run([chain.objcopy, "-O", "ihex", str(out), str(out.with_suffix(".hex"))], "writing the .hex image")
+        run_build_step(
+            [chain.objcopy, "-O", "ihex", str(out), str(out.with_suffix(".hex"))], "writing the .hex image"
+        )
     return Firmware(target, channel, out, header, len(request.inputs), request.model, chain)
 
 
@@ -281,7 +283,9 @@ def _cflags(request: BuildRequest) -> list[str]:
     ]
 
 
-def _link_flags(target: Target, channel: Channel, harness_dir: Path) -> list[str]:
+def link_flags(target: Target, channel: Channel, harness_dir: Path) -> list[str]:
+    """The link line's flags for `target` (none on the host): newlib's specs for `channel`, the harness's
+    link.ld, unused sections dropped."""
     if not target.cross:
         return []
     # rdimon: newlib with semihosting syscalls; nosys: newlib with stubs (the UART needs no syscalls).
@@ -308,7 +312,8 @@ def _render_harness(request: BuildRequest, channel: Channel, header: ModelHeader
     if target.cross:
         files.append(write_text(out / "startup.c", render("startup.c", **common, channel=channel.value)))
         write_text(
-            out / "link.ld", render("link.ld", **_memory(target), stack_size=STACK_BYTES, target=target.name)
+            out / "link.ld",
+            render("link.ld", **memory_layout(target), stack_size=STACK_BYTES, target=target.name),
         )
     return files
 
@@ -339,7 +344,8 @@ def _ints(case: bytes) -> list[int]:
     return [b - 256 if b > 127 else b for b in case]
 
 
-def _memory(target: Target) -> dict[str, int]:
+def memory_layout(target: Target) -> dict[str, int]:
+    """link.ld's flash and RAM regions for `target`, checked to lie in the 32-bit address space."""
     if target.flash is None or target.ram is None:
         raise FirmwareBuildError(f"target {target.name} has no flash/RAM layout; set them in [board]")
     for what, region in (("flash", target.flash), ("ram", target.ram)):
@@ -356,7 +362,7 @@ def _memory(target: Target) -> dict[str, int]:
     }
 
 
-def _run(command: list[str], doing: str) -> None:
+def run_build_step(command: list[str], doing: str) -> None:
     """Run a compiler step; its output is read as it comes and only its tail kept (for the message)."""
     done = process.run_tool(command, COMPILE_TIMEOUT_S, doing, FirmwareBuildError)
     if done.returncode != 0:
