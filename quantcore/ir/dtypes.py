@@ -23,10 +23,6 @@ class DType(enum.Enum):
     def numpy(self) -> np.dtype[np.generic]:
         return np.dtype(self.label)
 
-    @property
-    def is_integer(self) -> bool:
-        return self.qmin is not None
-
     @classmethod
     def from_numpy(cls, dtype: np.dtype[np.generic]) -> DType:
         for member in cls:

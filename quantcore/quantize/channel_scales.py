@@ -235,9 +235,3 @@ def entry(mode: bool | None, choice: Choice) -> dict[str, Any]:
         "applied": bool(choice.applied),
         "tensors": choice.tensors,
     }
-
-
-def applied_in(doc: Mapping[str, Any]) -> frozenset[str]:
-    """The tensors transforms.dw_channel_scales records as per channel (none for a file without it)."""
-    tensors = doc.get("transforms", {}).get("dw_channel_scales", {}).get("tensors", {})
-    return frozenset(name for name, r in tensors.items() if r.get("per_channel"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from quantcore.ir import DType, Graph, Node, Op, Tensor
+from quantcore.ir import DType, Graph, Node, Op
 from quantcore.quantize.params import QuantizationError
 
 S16_CAPABLE = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.FULLY_CONNECTED, Op.ADD, Op.MUL, Op.AVG_POOL, Op.MAX_POOL)
@@ -73,7 +73,3 @@ def _insert_conversions(graph: Graph, chosen: set[str], wide: set[str]) -> tuple
         nodes.append(node.evolve(inputs=tuple(inputs)))
     tensors = {n: (t.evolve(dtype=DType.INT16) if n in wide else t) for n, t in graph.tensors.items()}
     return graph.evolve(nodes=nodes, tensors=tensors), sources
-
-
-def is_int16(tensor: Tensor) -> bool:
-    return tensor.dtype is DType.INT16

@@ -55,8 +55,3 @@ def quantize_multipliers(
     mult = np.array([m for m, _ in pairs], dtype=np.int32)
     shift = np.array([s for _, s in pairs], dtype=np.int32)
     return mult, shift
-
-
-def requant_scale(input_scale: float, weight_scale: npt.ArrayLike, output_scale: float) -> np.ndarray:
-    """The real multiplier of a conv/fc output channel: s_in * s_w[c] / s_out (DOMAIN.md section 2)."""
-    return np.asarray(input_scale * np.asarray(weight_scale, dtype=np.float64) / output_scale)

@@ -57,10 +57,6 @@ class HostRun:
     batch: int
     repeat: int
 
-    @property
-    def per_inference_s(self) -> float:
-        return self.elapsed_s / (self.batch * self.repeat)
-
 
 # ---------------------------------------------------------------------------------------------- build
 

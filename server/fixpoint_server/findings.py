@@ -108,13 +108,6 @@ class Code(enum.Enum):
         """The long explanation, Markdown, without the file's `# <code>` title."""
         return _explanation(self.code)
 
-    @classmethod
-    def from_code(cls, code: str) -> Code:
-        for member in cls:
-            if member.code == code:
-                return member
-        raise KeyError(code)
-
 
 @functools.cache
 def _explanation(code: str) -> str:

@@ -70,12 +70,6 @@ def prestart(cwd: Path, log: Log) -> None:
     _WARM.starting = asyncio.ensure_future(_WARM._worker(cwd, log))
 
 
-def worker_pid() -> int | None:
-    """The running worker's pid (None when there is none), for the log and the tests."""
-    worker = _WARM.worker
-    return worker.pid if worker is not None and worker.alive else None
-
-
 def stop_group(pid: int) -> None:
     """SIGTERM the session `pid` leads now, SIGKILL what is left of it after GRACE_S."""
 
