@@ -42,8 +42,8 @@ from quantcore.quantize.document import (
 from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
 from quantcore.quantize.mixed_precision import Budget
 from quantcore.runtime import int8_exec, tail
-from quantcore.runtime.ir_float import IrFloat
 from quantcore.runtime.heap import reuse_freed_memory
+from quantcore.runtime.ir_float import IrFloat
 from quantcore.runtime.onnx_float import OnnxFloat
 from quantcore.verify.evaluate import evaluate_graphs, float_outputs
 from quantcore.verify.metrics import output_sqnr_db
