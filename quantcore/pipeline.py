@@ -42,6 +42,7 @@ from quantcore.quantize.document import (
 from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
 from quantcore.quantize.mixed_precision import Budget
 from quantcore.runtime import int8_exec, tail
+from quantcore.runtime.heap import reuse_freed_memory
 from quantcore.runtime.ir_float import IrFloat
 from quantcore.runtime.onnx_float import OnnxFloat
 from quantcore.verify.evaluate import evaluate_graphs, float_outputs
@@ -224,7 +225,10 @@ def quantize(
     # Calibration, the per-channel ranges, bias correction and the scores run the same batches through
     # the float model: onnxruntime runs each once.
     reusing = model.float_model.reusing() if isinstance(model.float_model, OnnxFloat) else nullcontext()
-    with reusing:
+    # The int8 runs of the choices allocate and free the same large arrays layer after layer: kept
+    # freed memory spares each its fresh pages (quantcore/runtime/heap.py; MobileNetV2's quantize
+    # process: 0.26 -> 0.18 s of system time, median of 8).
+    with reusing, reuse_freed_memory():
         return _quantized(model, data, options)
 
 

@@ -92,6 +92,11 @@ class OnnxFloat:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # see the docstring
         options.log_severity_level = 4  # fatal only: an error reaches the user as a ModelError, once
+        # Idle pool threads wait on a condition instead of spinning (onnxruntime's default): the same
+        # threads split the same work (results unchanged), without burning a core between operators.
+        # On the shared 2-core benchmark machine, MobileNetV2 over 5,000 test images: 3.6 -> 2.1 s CPU,
+        # 6-10 -> 3-5 s wall; quantize's calibration pass over 100 images: 0.13 -> 0.07 s CPU.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             session = ort.InferenceSession(
                 proto.SerializeToString(), options, providers=["CPUExecutionProvider"]

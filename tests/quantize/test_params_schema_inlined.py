@@ -1,6 +1,8 @@
 """The validator of params files checks against the schema with its definitions inlined: the same
 errors - instance path, keyword, value, the schema node that failed - as the schema as shipped, whose
-"$ref"s jsonschema would resolve at every value (half the time of validating a MobileNetV2's file)."""
+"$ref"s jsonschema would resolve at every value (half the time of validating a MobileNetV2's file).
+Arrays of plain numbers and strings are checked by a shortcut (params_checks.scalar_check) that only
+ever accepts: the same errors again, and the same acceptance as jsonschema on every item schema."""
 
 from __future__ import annotations
 
@@ -59,6 +61,11 @@ def _layer(doc: dict[str, Any]) -> dict[str, Any]:
     return next(layer for layer in doc["layers"] if "multiplier" in layer.get("params", {}))
 
 
+def _weights(doc: dict[str, Any]) -> dict[str, Any]:
+    """A tensor with one scale per channel (per-channel weights)."""
+    return next(t for t in doc["tensors"].values() if isinstance(t.get("scale"), list))
+
+
 BREAKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "multiplier over int32": lambda d: _layer(d)["params"]["multiplier"].__setitem__(0, 2**31),
     "shift not an integer": lambda d: _layer(d)["params"]["shift"].__setitem__(0, 1.5),
@@ -68,6 +75,17 @@ BREAKS: dict[str, Callable[[dict[str, Any]], None]] = {
     "unknown tensor property": lambda d: next(iter(d["tensors"].values())).__setitem__("scal", 1.0),
     "layer without kernel": lambda d: _layer(d).pop("kernel"),
     "zero point a bool": lambda d: next(iter(d["tensors"].values())).__setitem__("zero_point", True),
+    # In arrays of numbers (the shortcut's arrays): the last item, a middle one, several at once.
+    "multiplier a bool in its list": lambda d: _layer(d)["params"]["multiplier"].__setitem__(-1, True),
+    "multiplier a float in its list": lambda d: _layer(d)["params"]["multiplier"].__setitem__(1, 2.0**30),
+    "shift under -31 in its list": lambda d: _layer(d)["params"]["shift"].__setitem__(-1, -32),
+    "shifts out of range twice": lambda d: _layer(d)["params"].__setitem__("shift", [31, 0, -40]),
+    "channel scale zero": lambda d: _weights(d)["scale"].__setitem__(1, 0.0),
+    "channel scale a string": lambda d: _weights(d)["scale"].__setitem__(-1, "0.1"),
+    "channel scale null": lambda d: _weights(d)["scale"].__setitem__(0, None),
+    "channel scale over 1e30": lambda d: _weights(d)["scale"].__setitem__(0, 1e31),
+    "stride item zero": lambda d: _layer(d)["params"].__setitem__("stride", [0, 1]),
+    "output name empty": lambda d: d["layers"][0].__setitem__("outputs", [""]),
 }
 
 
@@ -88,3 +106,52 @@ def test_a_broken_document_gets_the_errors_the_schema_as_shipped_gives(
 
 def test_a_valid_document_is_valid_for_both(document: dict[str, Any]) -> None:
     assert _errors(_as_shipped(), document) == _errors(params_checks._validator(), document) == []
+
+
+def _item_schemas(node: Any) -> list[dict[str, Any]]:
+    """Every object-valued "items" of the schema the validator holds (definitions inlined)."""
+    found: list[dict[str, Any]] = []
+    if isinstance(node, dict):
+        if isinstance(node.get("items"), dict):
+            found.append(node["items"])
+        for value in node.values():
+            found += _item_schemas(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _item_schemas(value)
+    return found
+
+
+VALUES: list[Any] = [0, 1, -1, 3, 31, -32, 2**31 - 1, 2**31, 1.5, 1.0, 0.0, -0.0, 1e-41, 1e-40, 1e30, 1e31,
+          float("inf"), -float("inf"), True, False, None, "", "a", [], {}]  # fmt: skip
+
+
+def test_the_shortcut_accepts_what_jsonschema_accepts_on_every_item_schema() -> None:
+    validator = params_checks._validator()
+    schemas = _item_schemas(validator.schema)
+    checked = [(s, params_checks.scalar_check(s)) for s in schemas]
+    shortcut = [(s, check) for s, check in checked if check is not None]
+    assert len(shortcut) >= 8  # multipliers, shifts, scales, shapes, names, ...: the shortcut is used
+    for item_schema, check in shortcut:
+        assert check is not None
+        for value in VALUES:
+            valid = not list(validator.evolve(schema=item_schema).iter_errors(value))
+            assert check(value) == valid, (item_schema, value)
+
+
+def test_the_shortcut_never_accepts_nan_or_subclasses() -> None:
+    """What jsonschema would decide otherwise (NaN passes its bounds, an int subclass its type) goes to
+    jsonschema itself: the shortcut only accepts."""
+    check = params_checks.scalar_check({"type": "number", "minimum": 0})
+    assert check is not None
+    assert not check(float("nan"))
+    assert not check(np.float64(1.0))
+    assert check(1.0) and check(0) and not check(-1)
+
+
+def test_item_schemas_the_shortcut_does_not_know_get_none() -> None:
+    assert params_checks.scalar_check({"type": "integer", "const": 0}) is None
+    assert params_checks.scalar_check({"type": "object"}) is None
+    assert params_checks.scalar_check({"type": ["number", "array"]}) is None
+    assert params_checks.scalar_check({"minimum": 0}) is None  # no type: any value passes jsonschema
+    assert params_checks.scalar_check({"type": "number", "minimum": "0"}) is None
