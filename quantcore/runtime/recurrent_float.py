@@ -3,7 +3,8 @@
 The float model of an int8 .tflite is its dequantized constants run in float64 (what `fixpoint evaluate`
 measures the int8 layers against). Like quantcore/runtime/recurrent_exec.py, a batch of N samples is N
 inferences in order from the reset state (zeros: the real value of TFLM's reset int8 state), each one's
-state carried into the next.
+state carried into the next - unless the node is not `streaming` (an ONNX LSTM), when each starts from
+zeros.
 """
 
 from __future__ import annotations
@@ -65,8 +66,11 @@ def lstm(node: Node, args: list[Any], graph: Graph) -> Array:
     batch, steps, _ = graph.tensor(node.inputs[0]).shape
     hidden_size = weights_h[0].shape[0]
     h, c = np.zeros((batch, hidden_size)), np.zeros((batch, hidden_size))
+    streaming = bool(node.attr("streaming", True))
     outputs = []
     for i in range(_samples(node, x, batch)):
+        if not streaming:  # an ONNX LSTM: every inference from the zero state
+            h, c = np.zeros((batch, hidden_size)), np.zeros((batch, hidden_size))
         sequence = x[i * batch : (i + 1) * batch]
         steps_out = []
         for t in range(steps):

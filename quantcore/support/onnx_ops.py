@@ -14,6 +14,7 @@ import numpy as np
 
 from quantcore.display import quoted, shown
 from quantcore.ir import Op
+from quantcore.support import onnx_lstm
 from quantcore.support.table import Constraint, OnnxConstraint, OnnxNode, OpSupport, about
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -417,6 +418,7 @@ ONNX_OPS: Mapping[str, OpSupport] = {
             "value is the constant.",
         ),
         OpSupport("Transpose", (Op.TRANSPOSE,), (), "perm defaults to reversing the axes."),
+        OpSupport("LSTM", (Op.LSTM, Op.RESHAPE, Op.TRANSPOSE), onnx_lstm.CONSTRAINTS, onnx_lstm.NOTES),
         OpSupport("Identity", (Op.IDENTITY,)),
         OpSupport("Dropout", (Op.IDENTITY,), _c(dropout_inference), "The identity at inference."),
         OpSupport("Constant", (), (), "Becomes a constant tensor."),

@@ -47,12 +47,6 @@ _SLICING = (
 )
 
 NO_COUNTERPART: Mapping[str, str] = {
-    "LSTM": (
-        "CMSIS-NN has no LSTM kernel for ONNX's layout: arm_lstm_unidirectional_s8 is TFLite Micro's "
-        "UnidirectionalSequenceLSTM (forward only, one weight matrix per gate, int16 gate activations), "
-        "while ONNX's LSTM packs the four gates (i, o, f, c) into W/R/B and may run bidirectionally or "
-        "with peepholes; Fixpoint has no rewrite from one to the other yet."
-    ),
     "GRU": "CMSIS-NN has no GRU kernel (its recurrent kernels are LSTM and SVDF only).",
     "RNN": "CMSIS-NN has no simple-RNN kernel (its recurrent kernels are LSTM and SVDF only).",
     "Resize": (
