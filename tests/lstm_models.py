@@ -90,5 +90,5 @@ def torch_lstm_classifier(
 
     torch.manual_seed(0)
     net = Classifier().eval()
-    torch.onnx.export(net, (torch.randn(1, seq, features),), str(path))
+    torch.onnx.export(net, (torch.randn(1, seq, features),), str(path), external_data=False)
     return path
