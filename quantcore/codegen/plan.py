@@ -309,11 +309,14 @@ class LstmGateCall:
 
 @dataclass(frozen=True)
 class LstmCall:
-    """arm_lstm_unidirectional_s8, stateful: its hidden and cell state live in the layer's own static
-    buffers outside the arena, persist from one invoke to the next (streaming) and are reset by init."""
+    """arm_lstm_unidirectional_s8: its hidden and cell state live in the layer's own static buffers
+    outside the arena. Streaming (an int8 .tflite's LSTM), they persist from one invoke to the next and
+    are reset by init; not streaming (an ONNX LSTM), every invoke is the kernel's stateless call (no
+    hidden state; it zeroes the cell state)."""
 
     kind: ClassVar[str] = "lstm"
     kernel: str
+    streaming: bool
     time_major: bool
     batch_size: int
     time_steps: int
@@ -336,8 +339,8 @@ class LstmCall:
 
     @property
     def state_bytes(self) -> int:
-        """The persistent state (int8 hidden, int16 cell) and the two int16 work buffers."""
-        return self.batch_size * self.hidden_size * (1 + 2 + 2 + 2)
+        """The state (int8 hidden when streaming, int16 cell) and the two int16 work buffers."""
+        return self.batch_size * self.hidden_size * ((1 if self.streaming else 0) + 2 + 2 + 2)
 
 
 @dataclass(frozen=True)
