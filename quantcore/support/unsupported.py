@@ -43,7 +43,8 @@ _REDUCE = (
 )
 _SLICING = (
     "CMSIS-NN has no slicing/gathering kernel; a split of channels can usually be expressed as separate "
-    "convolutions, or done outside the network."
+    "convolutions, or done outside the network. After an LSTM, feed its whole output sequence to the "
+    "classifier (flatten Y) instead of its last step (y[:, -1])."
 )
 
 NO_COUNTERPART: Mapping[str, str] = {

@@ -145,6 +145,16 @@ def test_refusals_name_the_node_and_the_rule(
     assert str(info.value) == f"{path}: node 'lstm': LSTM is not supported: {fact} {_reason(check)}"
 
 
+def test_last_step_slice_says_to_flatten(tmp_path: Path) -> None:
+    model = lstm_model(layout=1)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(-1, np.int64), "last"))
+    model.graph.node.append(onnx.helper.make_node("Gather", ["Ys", "last"], ["h"], axis=1, name="last_step"))
+    model.graph.output[0].CopyFrom(onnx.helper.make_tensor_value_info("h", onnx.TensorProto.FLOAT, (1, 16)))
+    with pytest.raises(UnsupportedError) as info:
+        import_onnx(_write(tmp_path, model))
+    assert info.value.node == "last_step" and "flatten Y" in str(info.value)
+
+
 def test_sequence_first_model_input_is_refused(tmp_path: Path) -> None:
     model = lstm_model(layout=0, batch=1, seq=1)
     model.graph.node.pop(0)  # the LSTM reads the model's (batch-first) input as if it were sequence first
