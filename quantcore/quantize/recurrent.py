@@ -185,11 +185,15 @@ def needs_cell_range(graph: Graph, node: Node) -> bool:
 
 
 def cell_scale(lo: float, hi: float) -> float:
-    """TFLite's int16 cell state: symmetric, scale 2^pot / 32768 with pot the smallest integer >= 0 whose
-    2^pot covers max(|lo|, |hi|) (its quantizer's GetPowerOfTwoScale), so the kernel's tanh can read the
-    cell as a fixed-point number (cell_scale_power = pot - 15)."""
-    peak = max(abs(lo), abs(hi))
-    pot = max(0, math.ceil(math.log2(peak))) if peak > 0 else 0
+    """TFLite's int16 cell state: symmetric, scale 2^pot / 32768 with pot the smallest integer in [0, 10]
+    whose 2^pot covers max(|lo|, |hi|) (its quantizer's GetPowerOfTwoScale: ten steps from 0, so a wider
+    range is clipped at 1024), and the kernel's tanh reads the cell as a fixed-point number
+    (cell_scale_power = pot - 15)."""
+    peak = np.float32(max(abs(lo), abs(hi)))  # TFLite compares its float range
+    pot = 0
+    for _ in range(10):
+        if 2.0**pot < peak:
+            pot += 1
     return float(2.0 ** (pot - 15))
 
 

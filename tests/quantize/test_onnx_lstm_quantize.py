@@ -27,7 +27,10 @@ from tests.lstm_models import lstm_model
         (-1.0, 0.2, -15),  # 2^0 covers 1 exactly
         (-1.0001, 0.2, -14),
         (-2.7309, 7.9487, -12),  # TFLite's prepare-quantize test's cell stats: 8 = 2^3
-        (0.0, 1024.5, -4),
+        (-10.0, 10.0, -11),  # TFLite's own unit test: GetPowerOfTwoScale(-10, 10) == 4
+        (3.0, 10.0, -11),
+        (0.0, 1024.0, -5),
+        (0.0, 5000.0, -5),  # beyond 2^10: TFLite stops at pot 10 (the cell saturates)
     ],
 )
 def test_cell_scale_is_the_power_of_two_covering_the_range(lo: float, hi: float, power: int) -> None:
@@ -77,7 +80,7 @@ def test_cell_state_scale_covers_the_calibrated_cell_range(
 ) -> None:
     path, x, result = quantized
     params = _lstm(result.qgraph).attr("params")
-    assert params["cell_scale_power"] == max(0, math.ceil(math.log2(_cell_peak(path, x)))) - 15
+    assert params["cell_scale_power"] == min(10, max(0, math.ceil(math.log2(_cell_peak(path, x))))) - 15
 
 
 def test_weights_and_biases_take_tflites_scheme(
