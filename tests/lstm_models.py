@@ -72,10 +72,10 @@ def lstm_model(
 
 
 def torch_lstm_classifier(
-    path: Path, seq: int = 12, features: int = 10, hidden: int = 16, classes: int = 5
+    path: Path, seq: int = 12, features: int = 10, hidden: int = 16, classes: int = 5, legacy: bool = False
 ) -> Path:
     """torch.nn.LSTM(batch_first=True) -> flatten -> Linear, exported by torch.onnx.export's defaults to
-    `path`."""
+    `path` (`legacy`: by the TorchScript exporter, opset 13, a dynamic batch)."""
     import torch
 
     class Classifier(torch.nn.Module):
@@ -90,5 +90,11 @@ def torch_lstm_classifier(
 
     torch.manual_seed(0)
     net = Classifier().eval()
-    torch.onnx.export(net, (torch.randn(1, seq, features),), str(path), external_data=False)
+    x = (torch.randn(1, seq, features),)
+    if legacy:
+        dynamic = {"input": {0: "N"}, "logits": {0: "N"}}
+        torch.onnx.export(net, x, str(path), dynamo=False, opset_version=13, input_names=["input"],
+                          output_names=["logits"], dynamic_axes=dynamic)  # fmt: skip
+    else:
+        torch.onnx.export(net, x, str(path), external_data=False)
     return path

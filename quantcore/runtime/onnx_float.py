@@ -32,7 +32,7 @@ import numpy as np
 
 from quantcore.display import said
 from quantcore.errors import ModelError
-from quantcore.ir import Graph
+from quantcore.ir import Graph, Op
 from quantcore.passes import io_layout
 from quantcore.runtime import float_exec
 
@@ -49,7 +49,9 @@ class _Session(NamedTuple):
     """The IR activations the ONNX model computes, asked for as extra outputs."""
     output_names: list[str]
     fixed_batch: bool
-    """A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole."""
+    """A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole - unless
+    the model has an LSTM: its sequence-first tensors (seq, batch, ...) would interleave a batch run's
+    samples on their second axis, where the IR stacks each sample's rows on the first."""
 
 
 class OnnxFloat:
@@ -106,7 +108,8 @@ class OnnxFloat:
             session,
             wanted,
             [o.name for o in session.get_outputs()],
-            all(isinstance(i.shape[0], int) for i in inputs if i.shape),
+            all(isinstance(i.shape[0], int) for i in inputs if i.shape)
+            or any(node.op is Op.LSTM for node in self.graph.nodes),
         )
 
     def _name(self) -> str:

@@ -85,8 +85,11 @@ def test_zero_initial_state_and_full_sequence_lengths_are_accepted(tmp_path: Pat
     assert _against_onnxruntime(path, graph) < TOLERANCE
 
 
-def test_torch_default_exporter(tmp_path: Path) -> None:
-    path = torch_lstm_classifier(tmp_path / "classifier.onnx")
+@pytest.mark.parametrize("legacy", [False, True])
+def test_torch_exporters(tmp_path: Path, legacy: bool) -> None:
+    """The default (dynamo) export, and the TorchScript one with a dynamic batch: onnxruntime runs a model
+    with an LSTM sample by sample, so its sequence-first tensors stack the samples as the IR does."""
+    path = torch_lstm_classifier(tmp_path / "classifier.onnx", legacy=legacy)
     graph = import_onnx(path)
     assert [n.op for n in graph.nodes if n.op not in (Op.RESHAPE,)] == [Op.LSTM, Op.FULLY_CONNECTED]
     assert _against_onnxruntime(path, graph) < TOLERANCE
