@@ -139,3 +139,17 @@ def _quantized_input(qgraph: Graph, x: np.ndarray) -> np.ndarray:
     quant = qgraph.tensor(qgraph.inputs[0]).quant
     assert quant is not None
     return quantize_activation(x, float(quant.scale), int(quant.zero_point))
+
+
+def test_generated_c_makes_the_stateless_call(
+    quantized: tuple[Path, np.ndarray, pipeline.QuantizeResult], tmp_path: Path
+) -> None:
+    from quantcore.codegen.generate import generate
+    from quantcore.targets.build import read_header
+
+    generate(quantized[2].qgraph, tmp_path / "model", force=True)
+    source = (tmp_path / "model" / "model.c").read_text()
+    assert ".hidden_state = NULL," in source and "_hidden_state[" not in source
+    assert "memset(" not in source  # nothing to reset between invokes: the kernel zeroes the cell state
+    # the int16 cell state and the two int16 work buffers of 16 values each
+    assert read_header(tmp_path / "model").state_bytes == 16 * (2 + 2 + 2)
