@@ -25,10 +25,12 @@ def lstm_model(
     extra: Mapping[int, np.ndarray | str] | None = None,
     attrs: Mapping[str, Any] | None = None,
     outputs: Sequence[str] = ("Y",),
+    final_state: bool = False,
 ) -> onnx.ModelProto:
     """x (batch, seq, features) -> [Transpose to sequence first (layout 0)] -> LSTM -> [Squeeze of the
-    direction axis]. `extra` sets LSTM inputs 4.. (sequence_lens, initial_h, initial_c, P): an array
-    becomes an initializer, a string names a graph input of that name."""
+    direction axis]; with `final_state`, the graph's output is Y_h alone. `extra` sets LSTM inputs 4..
+    (sequence_lens, initial_h, initial_c, P): an array becomes an initializer, a string names a graph
+    input of that name."""
     rng = np.random.default_rng(seed)
     dirs = 2 if (attrs or {}).get("direction") == "bidirectional" else 1
     inits = {
@@ -52,17 +54,21 @@ def lstm_model(
     nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2], name="to_sequence_first")]
     nodes = nodes if layout == 0 else []
     lstm_attrs = {"hidden_size": hidden, "layout": layout, **(attrs or {})}
+    if final_state:
+        outputs, squeeze = ("", "Y_h"), False
     nodes.append(helper.make_node("LSTM", inputs, list(outputs), name="lstm", **lstm_attrs))
     y_shape = [seq, dirs, batch, hidden] if layout == 0 else [batch, seq, dirs, hidden]
-    out, out_shape = "Y", y_shape
+    out, out_shape = ("Y_h", []) if final_state else ("Y", y_shape)
     if squeeze:
         inits["axes"] = np.array([1 if layout == 0 else 2], np.int64)
         nodes.append(helper.make_node("Squeeze", ["Y", "axes"], ["Ys"], name="squeeze"))
         out, out_shape = "Ys", [d for i, d in enumerate(y_shape) if i != (1 if layout == 0 else 2)]
-    graph_outputs = [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)]
     state_shape = (dirs, batch, hidden) if layout == 0 else (batch, dirs, hidden)
+    graph_outputs = [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape or state_shape)]
     graph_outputs += [
-        helper.make_tensor_value_info(o, TensorProto.FLOAT, state_shape) for o in outputs[1:] if o
+        helper.make_tensor_value_info(o, TensorProto.FLOAT, state_shape)
+        for o in outputs[1:]
+        if o and o != out
     ]
     initializers = [numpy_helper.from_array(v, k) for k, v in inits.items()]
     graph = helper.make_graph(nodes, "lstm", graph_inputs, graph_outputs, initializers)
@@ -72,21 +78,28 @@ def lstm_model(
 
 
 def torch_lstm_classifier(
-    path: Path, seq: int = 12, features: int = 10, hidden: int = 16, classes: int = 5, legacy: bool = False
+    path: Path,
+    seq: int = 12,
+    features: int = 10,
+    hidden: int = 16,
+    classes: int = 5,
+    legacy: bool = False,
+    final_state: bool = False,
 ) -> Path:
-    """torch.nn.LSTM(batch_first=True) -> flatten -> Linear, exported by torch.onnx.export's defaults to
-    `path` (`legacy`: by the TorchScript exporter, opset 13, a dynamic batch)."""
+    """torch.nn.LSTM(batch_first=True) -> flatten -> Linear (`final_state`: h_n[-1] -> Linear), exported
+    by torch.onnx.export's defaults to `path` (`legacy`: by the TorchScript exporter, opset 13, a dynamic
+    batch)."""
     import torch
 
     class Classifier(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.lstm = torch.nn.LSTM(features, hidden, batch_first=True)
-            self.fc = torch.nn.Linear(seq * hidden, classes)
+            self.fc = torch.nn.Linear(hidden if final_state else seq * hidden, classes)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            y, _ = self.lstm(x)
-            return self.fc(y.reshape(x.shape[0], -1))  # type: ignore[no-any-return]
+            y, (h, _) = self.lstm(x)
+            return self.fc(h[-1] if final_state else y.reshape(x.shape[0], -1))  # type: ignore[no-any-return]
 
     torch.manual_seed(0)
     net = Classifier().eval()

@@ -317,6 +317,9 @@ class LstmCall:
     kind: ClassVar[str] = "lstm"
     kernel: str
     streaming: bool
+    last_step: bool
+    """The layer's output is the last step's hidden state only (ONNX's Y_h): the kernel writes the whole
+    sequence into the layer's own buffer, the last step is copied out."""
     time_major: bool
     batch_size: int
     time_steps: int
@@ -339,8 +342,10 @@ class LstmCall:
 
     @property
     def state_bytes(self) -> int:
-        """The state (int8 hidden when streaming, int16 cell) and the two int16 work buffers."""
-        return self.batch_size * self.hidden_size * ((1 if self.streaming else 0) + 2 + 2 + 2)
+        """The state (int8 hidden when streaming, int16 cell), the two int16 work buffers and, for the last
+        step only, the int8 output sequence."""
+        per_value = (1 if self.streaming else 0) + 2 + 2 + 2 + (self.time_steps if self.last_step else 0)
+        return self.batch_size * self.hidden_size * per_value
 
 
 @dataclass(frozen=True)

@@ -376,6 +376,7 @@ HANDLERS: Mapping[str, Handler] = {
     "Flatten": reshape,
     "Reshape": reshape,
     "Squeeze": reshape,
+    "Gather": reshape,
     "Unsqueeze": reshape,
     "Softmax": softmax,
     "Concat": concat,

@@ -12,7 +12,9 @@ pass). The layer's input and output are moved between ONNX's layout and the IR's
 RESHAPE where only size-1 axes move (batch 1), by a TRANSPOSE otherwise.
 
 Each inference starts from the zero state (initial_h/initial_c absent or zeros): the node's `streaming`
-attribute is False, so the executors and the generated code reset the state for every sample.
+attribute is False, so the executors and the generated code reset the state for every sample. A graph that
+reads Y_h (torch's h_n) instead of Y gets the layer with `last_step`: its output is the last step's
+hidden state (batch, H), reshaped into Y_h.
 """
 
 from __future__ import annotations
@@ -52,10 +54,20 @@ def lstm(b: Builder, n: OnnxNode) -> None:
     summed = bias[: 4 * hidden] + bias[4 * hidden :]
     source = n.inputs[3] if n.has_input(3) else n.name
     biases = [_gate_constant(b, source, g, "bias", summed, hidden) for g in IR_GATES]
-    wanted = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
-    target = _absorbed_output(b, n.outputs[0], wanted)
-    y, moves = _lstm_output(b, n, target, layout, (batch, steps, hidden))
-    attrs = {"time_major": False, "cell_clip": 0.0, "cell_activation": "tanh", "streaming": False}
+    last_step = len(n.outputs_used) > 1 and n.outputs_used[1]  # Y_h read, Y not (the support table)
+    if last_step:
+        y, moves = _final_hidden_output(b, n, (batch, hidden))
+    else:
+        wanted = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
+        target = _absorbed_output(b, n.outputs[0], wanted)
+        y, moves = _lstm_output(b, n, target, layout, (batch, steps, hidden))
+    attrs = {
+        "time_major": False,
+        "cell_clip": 0.0,
+        "cell_activation": "tanh",
+        "streaming": False,
+        "last_step": last_step,
+    }
     b.emit(n.name, Op.LSTM, (x, *weights_x, *weights_h, *biases), (y,), attrs)
     moves()
 
@@ -118,6 +130,18 @@ def _lstm_output(
             move(b, f"{n.name}:to_sequence_major", y, ordered, (1, 0, 2))
         attrs = {"shape": b.tensors[onnx_y].shape}
         b.emit(f"{n.name}:direction_axis", Op.RESHAPE, (ordered,), (onnx_y,), attrs)
+
+    return y, moves
+
+
+def _final_hidden_output(b: Builder, n: OnnxNode, shape: tuple[int, int]) -> tuple[str, Callable[[], None]]:
+    """The layer's (batch, H) last step, reshaped into Y_h ((1, batch, H), or (batch, 1, H) in layout 1:
+    the same bytes)."""
+    y = b.synthesize(n.name, "last_step", shape)
+    y_h = b.output(n.outputs[1], n.name)
+
+    def moves() -> None:
+        b.emit(f"{n.name}:direction_axis", Op.RESHAPE, (y,), (y_h,), {"shape": b.tensors[y_h].shape})
 
     return y, moves
 

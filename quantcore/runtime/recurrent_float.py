@@ -60,7 +60,8 @@ def svdf(node: Node, args: list[Any], graph: Graph) -> Array:
 
 
 def lstm(node: Node, args: list[Any], graph: Graph) -> Array:
-    return _lstm(node, args, graph)[0]
+    hidden = _lstm(node, args, graph)[0]
+    return hidden[:, -1] if node.attr("last_step", False) else hidden
 
 
 def lstm_cell_states(node: Node, args: list[Any], graph: Graph) -> Array:

@@ -120,19 +120,17 @@ def lstm_full_sequences(node: OnnxNode) -> bool:
 
 
 def _outputs(node: OnnxNode) -> str:
-    used = [quoted(o) for o, u in zip(node.outputs[1:], node.outputs_used[1:], strict=False) if u]
-    if used:
-        return f"its output(s) {', '.join(used)} (Y_h/Y_c) are read by the graph"
-    return "its output Y is not read"
+    used = [quoted(o) for o, u in zip(node.outputs, node.outputs_used, strict=False) if u]
+    return f"the graph reads its output(s) {', '.join(used)}" if used else "none of its outputs is read"
 
 
 @about(_outputs)
 def lstm_sequence_output(node: OnnxNode) -> bool:
-    """Only the LSTM's output sequence Y may be read: the kernel writes every step's hidden state and
-    keeps no final state to return (Y_h, Y_c); read Y (its last step, y[:, -1] in torch, is Y_h) and
-    leave h_n and c_n unused."""
-    used = node.outputs_used or (True,)
-    return bool(used[0]) and not any(used[1:])
+    """The graph must read either the output sequence Y or the final hidden state Y_h (h_n), not both,
+    and never the final cell state Y_c (c_n): the kernel writes every step's hidden state, of which Y_h
+    is the last (the generated code copies it out), and keeps no cell state to return."""
+    used = (*(node.outputs_used or (True,)), False, False)
+    return used[0] != used[1] and not used[2]
 
 
 @about(lambda node: f"its layout attribute is {node.attr('layout')}")
@@ -167,7 +165,7 @@ CONSTRAINTS: tuple[OnnxConstraint, ...] = tuple(
 """In the order a message names the first broken one."""
 NOTES = (
     "Forward only; ONNX's gates (i, o, f, c) are split into the four gates of TFLite's LSTM (i, f, c, o),"
-    " B's two halves summed; each inference starts from the zero state. Y in either layout; a following"
-    " Squeeze of the direction axis (or Transpose + Reshape, torch.onnx.export's form) is taken into"
-    " the layer."
+    " B's two halves summed; each inference starts from the zero state. Y in either layout (a following"
+    " Squeeze of the direction axis, or torch.onnx.export's Transpose + Reshape, is taken into the"
+    " layer), or Y_h alone: the layer's output is then the last step."
 )

@@ -44,7 +44,8 @@ _REDUCE = (
 _SLICING = (
     "CMSIS-NN has no slicing/gathering kernel; a split of channels can usually be expressed as separate "
     "convolutions, or done outside the network. After an LSTM, feed its whole output sequence to the "
-    "classifier (flatten Y) instead of its last step (y[:, -1])."
+    "classifier (flatten Y), or its final hidden state h_n (`_, (h, c) = lstm(x)`, then h[-1]), instead "
+    "of its last step y[:, -1]."
 )
 
 NO_COUNTERPART: Mapping[str, str] = {
@@ -102,7 +103,6 @@ NO_COUNTERPART: Mapping[str, str] = {
     "ArgMax": "CMSIS-NN has no arg-max kernel; take the arg-max of the output on the host side.",
     "ArgMin": "CMSIS-NN has no arg-min kernel; take it on the host side.",
     "TopK": "CMSIS-NN has no top-k kernel; take it on the host side.",
-    "Gather": _SLICING,
     "Slice": _SLICING,
     "Split": _SLICING,
     "Einsum": "CMSIS-NN has no einsum kernel; export the product as a MatMul/Gemm with constant weights.",

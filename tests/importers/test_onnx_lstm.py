@@ -86,12 +86,27 @@ def test_zero_initial_state_and_full_sequence_lengths_are_accepted(tmp_path: Pat
 
 
 @pytest.mark.parametrize("legacy", [False, True])
-def test_torch_exporters(tmp_path: Path, legacy: bool) -> None:
-    """The default (dynamo) export, and the TorchScript one with a dynamic batch: onnxruntime runs a model
-    with an LSTM sample by sample, so its sequence-first tensors stack the samples as the IR does."""
-    path = torch_lstm_classifier(tmp_path / "classifier.onnx", legacy=legacy)
+@pytest.mark.parametrize("final_state", [False, True])
+def test_torch_exporters(tmp_path: Path, legacy: bool, final_state: bool) -> None:
+    """The default (dynamo) export, and the TorchScript one with a dynamic batch (onnxruntime runs a model
+    with an LSTM sample by sample, so its sequence-first tensors stack the samples as the IR does); the
+    classifier reading the whole sequence, or h_n[-1] (Y_h, then a Gather of the direction axis)."""
+    path = torch_lstm_classifier(tmp_path / "classifier.onnx", legacy=legacy, final_state=final_state)
     graph = import_onnx(path)
     assert [n.op for n in graph.nodes if n.op not in (Op.RESHAPE,)] == [Op.LSTM, Op.FULLY_CONNECTED]
+    (lstm,) = [n for n in graph.nodes if n.op is Op.LSTM]
+    assert lstm.attr("last_step") is final_state
+    assert graph.tensor(lstm.outputs[0]).shape == ((1, 16) if final_state else (1, 12, 16))
+    assert _against_onnxruntime(path, graph) < TOLERANCE
+
+
+@pytest.mark.parametrize("layout", [0, 1])
+def test_final_hidden_state_alone(tmp_path: Path, layout: int) -> None:
+    path = _write(tmp_path, lstm_model(layout=layout, final_state=True))
+    graph = import_onnx(path)
+    (lstm,) = [n for n in graph.nodes if n.op is Op.LSTM]
+    assert lstm.attr("last_step") is True and graph.tensor(lstm.outputs[0]).shape == (1, 16)
+    assert graph.tensor(graph.outputs[0]).shape == (1, 1, 16)
     assert _against_onnxruntime(path, graph) < TOLERANCE
 
 
@@ -135,7 +150,12 @@ def _reason(check: str) -> str:
         (
             {"outputs": ("Y", "Y_h")},
             "lstm_sequence_output",
-            "Its output(s) 'Y_h' (Y_h/Y_c) are read by the graph.",
+            "The graph reads its output(s) 'Y', 'Y_h'.",
+        ),
+        (
+            {"outputs": ("Y", "", "Y_c")},
+            "lstm_sequence_output",
+            "The graph reads its output(s) 'Y', 'Y_c'.",
         ),
     ],
 )

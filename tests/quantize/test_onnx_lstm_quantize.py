@@ -153,3 +153,21 @@ def test_generated_c_makes_the_stateless_call(
     assert "memset(" not in source  # nothing to reset between invokes: the kernel zeroes the cell state
     # the int16 cell state and the two int16 work buffers of 16 values each
     assert read_header(tmp_path / "model").state_bytes == 16 * (2 + 2 + 2)
+
+
+def test_generated_c_copies_out_the_last_step(tmp_path: Path) -> None:
+    from quantcore.codegen.generate import generate
+
+    path = tmp_path / "final.onnx"
+    path.write_bytes(
+        lstm_model(layout=1, seq=8, features=12, hidden=16, final_state=True).SerializeToString()
+    )
+    x = np.random.default_rng(12).standard_normal((20, 8, 12)).astype(np.float32)
+    options = pipeline.QuantizeOptions(bias_correction=False, int16_output=False)
+    qgraph = pipeline.quantize(pipeline.load_model(path), DataSet(x), options).qgraph
+    generate(qgraph, tmp_path / "model", force=True)
+    source = (tmp_path / "model" / "model.c").read_text()
+    assert "static int8_t l0_lstm_sequence[128];" in source
+    assert "memcpy(&t_lstm_last_step[b * 16], &l0_lstm_sequence[(b * 8 + 7) * 16], 16);" in source
+    env = int8_exec.run(qgraph, {qgraph.inputs[0]: _quantized_input(qgraph, x[:2])})
+    assert env[_lstm(qgraph).outputs[0]].shape == (2, 16)

@@ -23,8 +23,10 @@ CASES = 6
 class Prepared:
     """The exported model, its calibration and test data, and `fixpoint quantize`'s params file."""
 
-    def __init__(self, folder: Path) -> None:
-        self.model = torch_lstm_classifier(folder / "classifier.onnx", SEQ, FEATURES, HIDDEN, CLASSES)
+    def __init__(self, folder: Path, final_state: bool = False) -> None:
+        self.model = torch_lstm_classifier(
+            folder / "classifier.onnx", SEQ, FEATURES, HIDDEN, CLASSES, final_state=final_state
+        )
         rng = np.random.default_rng(21)
         # a smooth signal plus noise, so that the steps are related as in a real sequence
         time = np.linspace(0, 2 * np.pi, SEQ)[None, :, None]
@@ -90,3 +92,21 @@ def test_firmware_matches_the_reference_byte_for_byte(
     assert [layer["bytes"] for layer in lstm] == [SEQ * HIDDEN]
     # the cell state and two int16 work buffers; no hidden state is kept between invokes
     assert report["state_bytes"] == HIDDEN * (2 + 2 + 2)
+
+
+@pytest.mark.parametrize("target", ["host", "qemu-m4"])
+def test_final_hidden_state_classifier_matches_the_reference(
+    target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], cross: cmsis_nn.CmsisNn
+) -> None:
+    """h_n[-1] -> Linear: the layer's output is the last step, copied out of its own sequence buffer."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    prepared = Prepared(folder, final_state=True)
+    argv = ["verify", "--target", target, "--model", str(prepared.model), "--params", str(prepared.params)]
+    argv += ["--data", str(prepared.test), "--build-dir", str(tmp_path / "build"), "--json"]
+    report = _json(argv, capsys)
+    assert (report["verdict"], report["cases"], report["mismatched_bytes_total"]) == ("pass", CASES, 0)
+    lstm = [layer for layer in report["layers"] if layer["name"] == "node_lstm__2"]  # type: ignore[attr-defined]
+    assert [layer["bytes"] for layer in lstm] == [HIDDEN]
+    # the cell state, two int16 work buffers and the int8 output sequence the last step is copied from
+    assert report["state_bytes"] == HIDDEN * (2 + 2 + 2 + SEQ)
