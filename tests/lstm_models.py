@@ -84,22 +84,27 @@ def torch_lstm_classifier(
     hidden: int = 16,
     classes: int = 5,
     legacy: bool = False,
-    final_state: bool = False,
+    head: str = "flatten",
 ) -> Path:
-    """torch.nn.LSTM(batch_first=True) -> flatten -> Linear (`final_state`: h_n[-1] -> Linear), exported
-    by torch.onnx.export's defaults to `path` (`legacy`: by the TorchScript exporter, opset 13, a dynamic
-    batch)."""
+    """torch.nn.LSTM(batch_first=True) -> `head` -> Linear, exported by torch.onnx.export's defaults to
+    `path` (`legacy`: by the TorchScript exporter, opset 13, a dynamic batch). `head`: "flatten" (every
+    step), "h_n" (h_n[-1], the final hidden state) or "last" (y[:, -1], the last step of the sequence)."""
     import torch
 
     class Classifier(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.lstm = torch.nn.LSTM(features, hidden, batch_first=True)
-            self.fc = torch.nn.Linear(hidden if final_state else seq * hidden, classes)
+            self.fc = torch.nn.Linear(seq * hidden if head == "flatten" else hidden, classes)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             y, (h, _) = self.lstm(x)
-            return self.fc(h[-1] if final_state else y.reshape(x.shape[0], -1))  # type: ignore[no-any-return]
+            heads = {
+                "flatten": lambda: y.reshape(x.shape[0], -1),
+                "h_n": lambda: h[-1],
+                "last": lambda: y[:, -1],
+            }
+            return self.fc(heads[head]())  # type: ignore[no-any-return]
 
     torch.manual_seed(0)
     net = Classifier().eval()

@@ -14,7 +14,8 @@ RESHAPE where only size-1 axes move (batch 1), by a TRANSPOSE otherwise.
 Each inference starts from the zero state (initial_h/initial_c absent or zeros): the node's `streaming`
 attribute is False, so the executors and the generated code reset the state for every sample. A graph that
 reads Y_h (torch's h_n) instead of Y gets the layer with `last_step`: its output is the last step's
-hidden state (batch, H), reshaped into Y_h.
+hidden state (batch, H), reshaped into Y_h; so does one whose Y is only read, through order-keeping
+nodes, by a Gather of its last step (torch's y[:, -1]), the Gather's output being the layer's.
 """
 
 from __future__ import annotations
@@ -55,8 +56,11 @@ def lstm(b: Builder, n: OnnxNode) -> None:
     source = n.inputs[3] if n.has_input(3) else n.name
     biases = [_gate_constant(b, source, g, "bias", summed, hidden) for g in IR_GATES]
     last_step = len(n.outputs_used) > 1 and n.outputs_used[1]  # Y_h read, Y not (the support table)
+    picked = None if last_step else _last_step_pick(b, n.outputs[0], (batch, steps, hidden))
     if last_step:
         y, moves = _final_hidden_output(b, n, (batch, hidden))
+    elif picked is not None:  # y[:, -1]: the same last step, read from Y
+        y, moves, last_step = b.output(picked, n.name), (lambda: None), True
     else:
         wanted = (steps, batch, hidden) if layout == 0 else (batch, steps, hidden)
         target = _absorbed_output(b, n.outputs[0], wanted)
@@ -160,6 +164,36 @@ def _keeps_order(shape: tuple[int, ...], perm: tuple[int, ...]) -> bool:
     their relative order."""
     moved = [axis for axis in perm if shape[axis] != 1]
     return moved == sorted(moved)
+
+
+def _last_step_pick(b: Builder, y: str, shape: tuple[int, int, int]) -> str | None:
+    """The output of a Gather that picks Y's last step (torch's y[:, -1]) at the end of a chain of
+    order-keeping nodes from Y, each the only reader of the one before; those nodes and the Gather are
+    skipped. The Gather must read the sequence in memory order: (batch, seq, H) along axis 1, or with a
+    batch of 1 (seq, 1, H) along axis 0."""
+    chain: list[onnx.NodeProto] = []
+    value = y
+    while value not in b.graph_outputs and len(b.readers.get(value, [])) == 1:
+        reader = b.readers[value][0]
+        if reader.op_type == "Gather" and _picks_last_step(b, reader, value, shape):
+            b.skip.update(node.name for node in (*chain, reader))
+            return str(reader.output[0])
+        if not _order_keeping(b, reader, value):
+            return None
+        chain.append(reader)
+        value = str(reader.output[0])
+    return None
+
+
+def _picks_last_step(b: Builder, gather: onnx.NodeProto, value: str, shape: tuple[int, int, int]) -> bool:
+    batch, steps, hidden = shape
+    axis = next((int(a.i) for a in gather.attribute if a.name == "axis"), 0)
+    index = b.consts.get(gather.input[1]) if len(gather.input) > 1 else None
+    read = b.known_shape(value)
+    sequence = (read == (batch, steps, hidden) and axis == 1) or (read == (steps, 1, hidden) and axis == 0)
+    last = index is not None and np.ndim(index) == 0 and int(index) in (-1, steps - 1)
+    picked = b.known_shape(str(gather.output[0]))
+    return bool(gather.name) and sequence and last and picked == (batch, hidden)
 
 
 def _absorbed_output(b: Builder, y: str, wanted: tuple[int, int, int]) -> str | None:

@@ -167,5 +167,6 @@ NOTES = (
     "Forward only; ONNX's gates (i, o, f, c) are split into the four gates of TFLite's LSTM (i, f, c, o),"
     " B's two halves summed; each inference starts from the zero state. Y in either layout (a following"
     " Squeeze of the direction axis, or torch.onnx.export's Transpose + Reshape, is taken into the"
-    " layer), or Y_h alone: the layer's output is then the last step."
+    " layer), or Y_h alone, or Y read only by a Gather of its last step (y[:, -1]): the layer's output"
+    " is then the last step."
 )

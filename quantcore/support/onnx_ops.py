@@ -317,8 +317,9 @@ def _gathered(node: OnnxNode) -> str:
 @about(_gathered)
 def gather_drops_size_one_axis(node: OnnxNode) -> bool:
     """Gather maps only where it drops an axis of size 1 (one constant index on it, e.g. h_n[-1] of a
-    one-layer LSTM), a reshape: CMSIS-NN has no slicing/gathering kernel. After an LSTM, feed its whole
-    output sequence to the classifier (flatten Y) or its final hidden state h_n, not y[:, -1]."""
+    one-layer LSTM), a reshape: CMSIS-NN has no slicing/gathering kernel. After an LSTM, read its
+    final hidden state h_n or its last step y[:, -1] (both become the layer's last step), or flatten its
+    whole output sequence Y into the classifier."""
     index, shape = node.const(1), node.input_shapes[0]
     if index is None or np.ndim(index) != 0 or shape is None:
         return False

@@ -44,8 +44,8 @@ _REDUCE = (
 _SLICING = (
     "CMSIS-NN has no slicing/gathering kernel; a split of channels can usually be expressed as separate "
     "convolutions, or done outside the network. After an LSTM, feed its whole output sequence to the "
-    "classifier (flatten Y), or its final hidden state h_n (`_, (h, c) = lstm(x)`, then h[-1]), instead "
-    "of its last step y[:, -1]."
+    "classifier (flatten Y), its final hidden state h_n (`_, (h, c) = lstm(x)`, then h[-1]) or its last "
+    "step y[:, -1]."
 )
 
 NO_COUNTERPART: Mapping[str, str] = {

@@ -86,17 +86,18 @@ def test_zero_initial_state_and_full_sequence_lengths_are_accepted(tmp_path: Pat
 
 
 @pytest.mark.parametrize("legacy", [False, True])
-@pytest.mark.parametrize("final_state", [False, True])
-def test_torch_exporters(tmp_path: Path, legacy: bool, final_state: bool) -> None:
+@pytest.mark.parametrize("head", ["flatten", "h_n", "last"])
+def test_torch_exporters(tmp_path: Path, legacy: bool, head: str) -> None:
     """The default (dynamo) export, and the TorchScript one with a dynamic batch (onnxruntime runs a model
     with an LSTM sample by sample, so its sequence-first tensors stack the samples as the IR does); the
-    classifier reading the whole sequence, or h_n[-1] (Y_h, then a Gather of the direction axis)."""
-    path = torch_lstm_classifier(tmp_path / "classifier.onnx", legacy=legacy, final_state=final_state)
+    classifier reading the whole sequence, h_n[-1] (Y_h, then a Gather of the direction axis) or y[:, -1]
+    (a Gather of Y's last step, taken into the layer)."""
+    path = torch_lstm_classifier(tmp_path / "classifier.onnx", legacy=legacy, head=head)
     graph = import_onnx(path)
     assert [n.op for n in graph.nodes if n.op not in (Op.RESHAPE,)] == [Op.LSTM, Op.FULLY_CONNECTED]
     (lstm,) = [n for n in graph.nodes if n.op is Op.LSTM]
-    assert lstm.attr("last_step") is final_state
-    assert graph.tensor(lstm.outputs[0]).shape == ((1, 16) if final_state else (1, 12, 16))
+    assert lstm.attr("last_step") is (head != "flatten")
+    assert graph.tensor(lstm.outputs[0]).shape == ((1, 12, 16) if head == "flatten" else (1, 16))
     assert _against_onnxruntime(path, graph) < TOLERANCE
 
 
@@ -168,14 +169,30 @@ def test_refusals_name_the_node_and_the_rule(
     assert str(info.value) == f"{path}: node 'lstm': LSTM is not supported: {fact} {_reason(check)}"
 
 
-def test_last_step_slice_says_to_flatten(tmp_path: Path) -> None:
-    model = lstm_model(layout=1)
-    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(-1, np.int64), "last"))
-    model.graph.node.append(onnx.helper.make_node("Gather", ["Ys", "last"], ["h"], axis=1, name="last_step"))
+def _gathered(layout: int, index: int) -> onnx.ModelProto:
+    """The LSTM's squeezed Y, then a Gather of step `index` on its time axis."""
+    model = lstm_model(layout=layout)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(index, np.int64), "step"))
+    gather = onnx.helper.make_node("Gather", ["Ys", "step"], ["h"], axis=layout, name="pick")
+    model.graph.node.append(gather)
     model.graph.output[0].CopyFrom(onnx.helper.make_tensor_value_info("h", onnx.TensorProto.FLOAT, (1, 16)))
+    return model
+
+
+@pytest.mark.parametrize(("layout", "index"), [(0, -1), (1, -1), (1, 8)])
+def test_gather_of_the_last_step_is_the_layers_last_step(tmp_path: Path, layout: int, index: int) -> None:
+    path = _write(tmp_path, _gathered(layout, index))
+    graph = import_onnx(path)
+    (lstm,) = [n for n in graph.nodes if n.op is Op.LSTM]
+    assert lstm.attr("last_step") is True and lstm.outputs[0] == "h"
+    assert _against_onnxruntime(path, graph) < TOLERANCE
+
+
+def test_gather_of_another_step_says_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedError) as info:
-        import_onnx(_write(tmp_path, model))
-    assert info.value.node == "last_step" and "flatten Y" in str(info.value)
+        import_onnx(_write(tmp_path, _gathered(1, 3)))
+    assert info.value.node == "pick" and "It gathers along axis 1, of size 9." in str(info.value)
+    assert "flatten its whole output sequence Y" in str(info.value) and "h_n" in str(info.value)
 
 
 def test_sequence_first_model_input_is_refused(tmp_path: Path) -> None:

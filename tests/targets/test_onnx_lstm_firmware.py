@@ -23,9 +23,9 @@ CASES = 6
 class Prepared:
     """The exported model, its calibration and test data, and `fixpoint quantize`'s params file."""
 
-    def __init__(self, folder: Path, final_state: bool = False) -> None:
+    def __init__(self, folder: Path, head: str = "flatten") -> None:
         self.model = torch_lstm_classifier(
-            folder / "classifier.onnx", SEQ, FEATURES, HIDDEN, CLASSES, final_state=final_state
+            folder / "classifier.onnx", SEQ, FEATURES, HIDDEN, CLASSES, head=head
         )
         rng = np.random.default_rng(21)
         # a smooth signal plus noise, so that the steps are related as in a real sequence
@@ -94,14 +94,15 @@ def test_firmware_matches_the_reference_byte_for_byte(
     assert report["state_bytes"] == HIDDEN * (2 + 2 + 2)
 
 
-@pytest.mark.parametrize("target", ["host", "qemu-m4"])
-def test_final_hidden_state_classifier_matches_the_reference(
-    target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], cross: cmsis_nn.CmsisNn
+@pytest.mark.parametrize(("head", "target"), [("h_n", "host"), ("h_n", "qemu-m4"), ("last", "host")])
+def test_last_step_classifier_matches_the_reference(
+    head: str, target: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], cross: cmsis_nn.CmsisNn
 ) -> None:
-    """h_n[-1] -> Linear: the layer's output is the last step, copied out of its own sequence buffer."""
+    """h_n[-1] or y[:, -1] -> Linear: the layer's output is the last step, copied out of its own sequence
+    buffer."""
     folder = tmp_path / "model"
     folder.mkdir()
-    prepared = Prepared(folder, final_state=True)
+    prepared = Prepared(folder, head=head)
     argv = ["verify", "--target", target, "--model", str(prepared.model), "--params", str(prepared.params)]
     argv += ["--data", str(prepared.test), "--build-dir", str(tmp_path / "build"), "--json"]
     report = _json(argv, capsys)
