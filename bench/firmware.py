@@ -5,7 +5,8 @@
                              [--opt O2] [--work-dir DIR] [--json PATH] [--no-float] [--float-cflags FLAGS]
 
 Models: CMSIS-NN's ds_cnn_s (from its test vector), tests.onnx_models.residual_cnn quantized by the
-product, and the Fashion-MNIST networks of bench/fashion_mnist (skipped with a note when not trained).
+product, the Fashion-MNIST networks of bench/fashion_mnist (skipped with a note when not trained), and
+the recurrent example examples/fashion_lstm (an ONNX LSTM; no float32 baseline).
 For each model and target the generated sources are built twice, both with the product's build:
   verify   --cases test inputs, every layer's output reported through the layer hook and compared byte
            for byte with the reference executor (int8_exec), the model output as well;
@@ -59,7 +60,7 @@ from quantcore.targets import verify  # noqa: E402
 
 DS_CNN_S = Path("arm_ds_cnn_s_s8") / "ds_cnn_s.json"
 FMNIST_MODELS = ("lenet5", "convbn", "dscnn", "mbv2")
-MODEL_NAMES = ("ds_cnn_s", "residual", *FMNIST_MODELS)
+MODEL_NAMES = ("ds_cnn_s", "residual", *FMNIST_MODELS, "fashion_lstm")
 TARGETS = ("qemu-m4", "qemu-m7", "qemu-m55")
 REFERENCE_INSTRUCTIONS = {"qemu-m4": 7.84e6, "qemu-m7": 7.76e6, "qemu-m55": 1.79e6}
 """ds_cnn_s instructions per inference with CMSIS-NN's own harness (../shared/TOOLCHAIN.md)."""
@@ -260,7 +261,23 @@ def fashion_mnist(name: str, args: argparse.Namespace) -> Model | str:
     )  # fmt: skip
 
 
+def fashion_lstm(args: argparse.Namespace) -> Model | str:
+    """examples/fashion_lstm: its shipped model, calibration and test images (no float32 C baseline: the
+    plain-C float kernels have no LSTM)."""
+    from quantcore import data, pipeline
+
+    folder = Path(__file__).resolve().parents[1] / "examples" / "fashion_lstm"
+    onnx_path = folder / "model.onnx"
+    shape = pipeline.first_input_shape(pipeline.load_model(onnx_path))
+    _, qgraph = _quantized(onnx_path, data.load(folder / "calib.npz", shape))
+    x = data.load(folder / "test.npz", shape).head(args.cases).x
+    cases = verify.data_cases(qgraph, x, "first images of examples/fashion_lstm/test.npz")
+    return Model("fashion_lstm", "examples/fashion_lstm (LSTM over image rows), min/max", qgraph, cases)
+
+
 def load(name: str, args: argparse.Namespace, work: Path) -> Model | str:
+    if name == "fashion_lstm":
+        return fashion_lstm(args)
     if name == "ds_cnn_s":
         return ds_cnn_s(args)
     if name == "residual":

@@ -73,12 +73,31 @@ def observe(graph: Graph, model: FloatModel, data: DataSource, plan: Calibration
     observers: dict[str, _Observer] = {
         t.name: (_MinMax(t.name) if minmax_only else Observer(t.name)) for t in graph.activations()
     }
+    cells = cell_state_nodes(graph)
+    observers.update({key: _MinMax(key) for key in cells})
     input_name = graph.inputs[0]
     for batch in _progress(data.batches(plan.batch_size), len(data), plan):
         values = model.activations({input_name: batch}, layout=False)  # statistics ignore element order
         for name, observer in observers.items():
-            observer.observe(values[name])
+            observer.observe(values[name] if name not in cells else _cell_states(graph, cells[name], values))
     return observers
+
+
+def cell_state_nodes(graph: Graph) -> dict[str, Node]:
+    """The float LSTMs whose int16 cell state calibration ranges (an imported int8 LSTM brings its own
+    scale), by the key their range has in the Calibration (quantcore.quantize.recurrent.cell_state_key)."""
+    from quantcore.quantize.recurrent import cell_state_key, needs_cell_range
+
+    return {cell_state_key(n): n for n in graph.nodes if needs_cell_range(graph, n)}
+
+
+def _cell_states(graph: Graph, node: Node, values: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The cell state of every step, by the IR float executor from the layer's observed input (the ONNX
+    model's LSTM returns only the last step's)."""
+    from quantcore.runtime.recurrent_float import lstm_cell_states
+
+    args = [values[node.inputs[0]], *(graph.constant(n).astype(np.float64) for n in node.inputs[1:])]
+    return lstm_cell_states(node, args, graph)
 
 
 def select(
@@ -242,6 +261,8 @@ def _upper_bound(node: Node) -> float | None:
 
 def _methods(graph: Graph, plan: CalibrationPlan) -> dict[str, RangeMethod]:
     by_tensor = {t.name: plan.method for t in graph.activations()}
+    # An LSTM's cell state takes its min/max, as TFLite's quantizer does, whatever the method.
+    by_tensor.update({key: RangeMethod(Method.MINMAX) for key in cell_state_nodes(graph)})
     for node in graph.nodes:
         if node.name in plan.per_layer:
             by_tensor[node.outputs[0]] = plan.per_layer[node.name]

@@ -498,6 +498,8 @@ def _lstm(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.LstmC
         )
     return P.LstmCall(
         kernel="arm_lstm_unidirectional_s8",
+        streaming=bool(node.attr("streaming", True)),
+        last_step=bool(node.attr("last_step", False)),
         time_major=params.time_major,
         batch_size=int(batch),
         time_steps=int(steps),

@@ -332,11 +332,17 @@ class LstmGateCall:
 
 @dataclass(frozen=True)
 class LstmCall:
-    """arm_lstm_unidirectional_s8, stateful: its hidden and cell state live in the layer's own static
-    buffers outside the arena, persist from one invoke to the next (streaming) and are reset by init."""
+    """arm_lstm_unidirectional_s8: its hidden and cell state live in the layer's own static buffers
+    outside the arena. Streaming (an int8 .tflite's LSTM), they persist from one invoke to the next and
+    are reset by init; not streaming (an ONNX LSTM), every invoke is the kernel's stateless call (no
+    hidden state; it zeroes the cell state)."""
 
     kind: ClassVar[str] = "lstm"
     kernel: str
+    streaming: bool
+    last_step: bool
+    """The layer's output is the last step's hidden state only (ONNX's Y_h): the kernel writes the whole
+    sequence into the layer's own buffer, the last step is copied out."""
     time_major: bool
     batch_size: int
     time_steps: int
@@ -360,15 +366,17 @@ class LstmCall:
 
     @property
     def state_buffers(self) -> tuple[StateBuffer, ...]:
-        """The persistent state (int8 hidden, int16 cell) and the two int16 work buffers."""
+        """The state (int8 hidden when streaming, int16 cell), the two int16 work buffers and, when the
+        layer's output is the last step, the int8 output sequence the kernel writes."""
         n = self.batch_size * self.hidden_size
-        types = (
-            ("hidden_state", "int8_t"),
-            ("cell_state", "int16_t"),
-            ("temp1", "int16_t"),
-            ("temp2", "int16_t"),
-        )
-        return tuple(StateBuffer(suffix, ctype, n, self.alignment) for suffix, ctype in types)
+        types = [
+            *([("hidden_state", "int8_t", n)] if self.streaming else []),
+            ("cell_state", "int16_t", n),
+            ("temp1", "int16_t", n),
+            ("temp2", "int16_t", n),
+            *([("sequence", "int8_t", n * self.time_steps)] if self.last_step else []),
+        ]
+        return tuple(StateBuffer(suffix, ctype, length, self.alignment) for suffix, ctype, length in types)
 
     @property
     def state_bytes(self) -> int:

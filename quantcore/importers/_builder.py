@@ -98,6 +98,10 @@ class Builder:
             ),
         )
 
+    def known_shape(self, value: str) -> tuple[int, ...] | None:
+        """The static shape of an ONNX value, None when it is not known."""
+        return self._maybe_shape(value)
+
     def _maybe_shape(self, value: str) -> tuple[int, ...] | None:
         if not value:
             return None

@@ -15,6 +15,7 @@ import onnx
 from quantcore.display import quoted
 from quantcore.importers._builder import Builder
 from quantcore.importers._geometry import Geometry, resolve
+from quantcore.importers._onnx_lstm import lstm, move
 from quantcore.ir import Activation, Op, QuantParams
 from quantcore.support import OnnxNode
 from quantcore.support.onnx_ops import spatial_axes
@@ -340,9 +341,13 @@ def pad(b: Builder, n: OnnxNode) -> None:
 
 def transpose(b: Builder, n: OnnxNode) -> None:
     x = _x(b, n)
-    perm = n.attr("perm") or list(reversed(range(len(b.tensors[x].shape))))
+    rank = len(b.tensors[x].shape)
+    perm = tuple(int(p) for p in n.attr("perm") or reversed(range(rank)))
     y = b.output(n.outputs[0], n.name)
-    b.emit(n.name, Op.TRANSPOSE, (x,), (y,), {"perm": tuple(int(p) for p in perm)})
+    if rank <= 3:  # moving only size-1 axes (a batch of 1) is a RESHAPE: no copy in the generated code
+        move(b, n.name, x, y, perm)
+    else:  # 4-D tensors are NCHW images to the layout pass, which remaps a TRANSPOSE's perm
+        b.emit(n.name, Op.TRANSPOSE, (x,), (y,), {"perm": perm})
 
 
 def identity(b: Builder, n: OnnxNode) -> None:
@@ -371,11 +376,13 @@ HANDLERS: Mapping[str, Handler] = {
     "Flatten": reshape,
     "Reshape": reshape,
     "Squeeze": reshape,
+    "Gather": reshape,
     "Unsqueeze": reshape,
     "Softmax": softmax,
     "Concat": concat,
     "Pad": pad,
     "Transpose": transpose,
+    "LSTM": lstm,
     "Identity": identity,
     "Dropout": identity,
     "Constant": constant,

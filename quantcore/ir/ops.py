@@ -55,7 +55,12 @@ class Op(enum.Enum):
                         (hidden,); each four in gate order input, forget, cell, output)  time_major,
                         cell_clip (float, 0 = none), cell_activation ("tanh" | "sigmoid"), hidden_state and
                         cell_state (STATE dicts; TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM, no peepholes,
-                        projection or layer norm)
+                        projection or layer norm); streaming (bool, default True): False for an ONNX
+                        LSTM, whose every inference starts from the zero state (the kernel's stateless
+                        call), and whose states are set at quantization (hidden: the output's scale and
+                        zero point; cell: int16, power-of-two scale from the calibrated cell range);
+                        last_step (bool, default False): the output is only the last step's hidden
+                        state (batch, hidden) (ONNX's Y_h)
     SVDF and LSTM are stateful: their state persists from one inference to the next (streaming), so the
     executors run a batch of samples as that many inferences in order, starting from the reset state.
     Every tensor has a static shape; graph inputs have the batch dimension fixed (1 unless configured).

@@ -402,7 +402,7 @@ def _apply_layer(
         )
     attrs = {"kernel": layer.get("kernel"), "params": dict(layer.get("params", {}))}
     if layer.get("kernel") in RECURRENT_KERNELS:  # the model's integers; the file's parameters
-        quantized, constants = recurrent.quantize(graph, node)
+        quantized, constants = recurrent.quantize(graph, node.with_attrs(**attrs))
         return quantized.with_attrs(**attrs), constants
     if layer.get("kernel") not in WEIGHTED_KERNELS:
         return node.with_attrs(**attrs), []

@@ -60,6 +60,7 @@ def quantize_graph(graph: Graph, calibration: Calibration, config: QuantConfig =
     calibration = _with_copies(calibration, copies)
     activations = _activation_qparams(graph, calibration, config.channel_scales)
     graph = graph.with_tensors(*activations.values())
+    graph = _with_cell_states(graph, calibration)
     nodes = []
     for node in graph.nodes:
         quantized, constants = _QUANTIZERS.get(node.op, _passthrough)(graph, node, config)
@@ -404,6 +405,15 @@ def _pad(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tens
 
 def _transpose(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:
     return node.with_attrs(kernel="arm_transpose_s8", params={"perm": list(node.attr("perm"))}), []
+
+
+def _with_cell_states(graph: Graph, calibration: Calibration) -> Graph:
+    """A float LSTM's int16 cell state takes its scale from its calibrated range (quantize/recurrent.py)."""
+    if not any(node.op is Op.LSTM for node in graph.nodes):
+        return graph
+    from quantcore.quantize import recurrent
+
+    return recurrent.with_cell_states(graph, calibration.ranges)
 
 
 def _recurrent(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, list[Tensor]]:

@@ -22,14 +22,15 @@ The state is not a tensor of the graph: the node's attrs describe it, the execut
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from quantcore.ir import DType, Graph, Node, Op, Tensor
+from quantcore.ir import DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.quantize.params import QuantizationError
 from quantcore.quantize.scaling import quantize_multiplier
+from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_scales
 
 GATE_INPUT_SCALE = 2.0**-12
 """Q3.12: the scale each gate's products requantize to (TFLM's nonlinear_input_scale)."""
@@ -121,16 +122,13 @@ def _svdf(graph: Graph, node: Node) -> tuple[Node, list[Tensor]]:
 def _lstm(graph: Graph, node: Node) -> tuple[Node, list[Tensor]]:
     x = node.inputs[0]
     s_in, zp_in = _scale_zp(graph, x)
+    if is_float_lstm(graph, node):
+        node = _float_states(graph, node)
+        weights_x, weights_h, biases = _float_constants(graph, node, s_in)
+    else:
+        weights_x, weights_h, biases = _integer_constants(graph, node)
     hidden, cell = node.attr("hidden_state"), node.attr("cell_state")
     s_hidden, zp_hidden, s_cell = hidden["scale"], int(hidden["zero_point"]), cell["scale"]
-    weights_x = [
-        integers(graph, n, node, f"input_weights_{g}") for n, g in zip(node.inputs[1:5], GATES, strict=True)
-    ]
-    weights_h = [
-        integers(graph, n, node, f"recurrent_weights_{g}")
-        for n, g in zip(node.inputs[5:9], GATES, strict=True)
-    ]
-    biases = [integers(graph, n, node, f"bias_{g}") for n, g in zip(node.inputs[9:13], GATES, strict=True)]
     gates = {
         gate: _gate(node, gate, s_in, wx, s_hidden, wh)
         for gate, wx, wh in zip(GATES, weights_x, weights_h, strict=True)
@@ -152,6 +150,103 @@ def _lstm(graph: Graph, node: Node) -> tuple[Node, list[Tensor]]:
     constants = [*weights_x, *weights_h, *biases]
     node = node.evolve(inputs=(x, *(t.name for t in constants)))
     return node.with_attrs(kernel="arm_lstm_unidirectional_s8", params=params), constants
+
+
+Constants = tuple[list[Tensor], list[Tensor], list[Tensor]]
+
+
+def _integer_constants(graph: Graph, node: Node) -> Constants:
+    """An int8 .tflite's own integers (input weights, recurrent weights, biases; each in GATES order)."""
+    roles = ("input_weights", "recurrent_weights", "bias")
+    groups = (node.inputs[1:5], node.inputs[5:9], node.inputs[9:13])
+    weights_x, weights_h, biases = (
+        [integers(graph, n, node, f"{role}_{g}") for n, g in zip(names, GATES, strict=True)]
+        for role, names in zip(roles, groups, strict=True)
+    )
+    return weights_x, weights_h, biases
+
+
+# -- a float LSTM (ONNX): TFLite's quantization of it ----------------------------------------------------
+
+
+def cell_state_key(node: Node) -> str:
+    """The name a float LSTM's cell-state range has in the Calibration (not a tensor of the graph)."""
+    return f"{node.name}:cell_state"
+
+
+def is_float_lstm(graph: Graph, node: Node) -> bool:
+    """An LSTM with float weights (imported from ONNX), quantized here rather than by TensorFlow."""
+    return node.op is Op.LSTM and graph.tensor(node.inputs[1]).quant is None
+
+
+def needs_cell_range(graph: Graph, node: Node) -> bool:
+    """Calibration must range this node's cell state (it has no imported scale)."""
+    return is_float_lstm(graph, node)
+
+
+def cell_scale(lo: float, hi: float) -> float:
+    """TFLite's int16 cell state: symmetric, scale 2^pot / 32768 with pot the smallest integer in [0, 10]
+    whose 2^pot covers max(|lo|, |hi|) (its quantizer's GetPowerOfTwoScale: ten steps from 0, so a wider
+    range is clipped at 1024), and the kernel's tanh reads the cell as a fixed-point number
+    (cell_scale_power = pot - 15)."""
+    peak = np.float32(max(abs(lo), abs(hi)))  # TFLite compares its float range
+    pot = 0
+    for _ in range(10):
+        if 2.0**pot < peak:
+            pot += 1
+    return float(2.0 ** (pot - 15))
+
+
+def with_cell_states(graph: Graph, ranges: Mapping[str, tuple[float, float]]) -> Graph:
+    """Each float LSTM with its calibrated int16 cell state (the node's cell_state attribute)."""
+    for node in graph.nodes:
+        if not needs_cell_range(graph, node):
+            continue
+        key = cell_state_key(node)
+        if key not in ranges:
+            raise QuantizationError(f"layer {node.name!r}: its cell state has no calibrated range")
+        cell = {"dtype": DType.INT16.label, "scale": cell_scale(*ranges[key]), "zero_point": 0}
+        graph = graph.replace_node(node, [node.with_attrs(cell_state=cell)])
+    return graph
+
+
+def _float_states(graph: Graph, node: Node) -> Node:
+    """The int8 hidden state at the output's scale and zero point (the kernel writes the hidden state as
+    the output); the cell state as calibrated, or as a params file records it (cell_scale_power)."""
+    out = graph.tensor(node.outputs[0]).quant
+    if out is None:
+        raise QuantizationError(f"layer {node.name!r}: its output has no scale")
+    hidden = {"dtype": DType.INT8.label, "scale": float(out.scale), "zero_point": int(out.zero_point)}
+    cell = node.attr("cell_state")
+    if cell is None:
+        params = node.attr("params") or {}
+        if "cell_scale_power" not in params:
+            raise QuantizationError(f"layer {node.name!r}: its cell state has no scale (calibrate it)")
+        cell = {"dtype": DType.INT16.label, "scale": 2.0 ** int(params["cell_scale_power"]), "zero_point": 0}
+    return node.with_attrs(hidden_state=hidden, cell_state=cell)
+
+
+def _float_constants(graph: Graph, node: Node, s_in: float) -> Constants:
+    """Per-tensor symmetric int8 weights (max|w| / 127) and int32 biases at s_in * s_wx, TFLite's scheme
+    for its integer LSTM (the bias is added to the gate's input product)."""
+    weights_x, weights_h, biases = [], [], []
+    for position, gate in enumerate(GATES):
+        wx, s_wx = _int8_weights(graph, node.inputs[1 + position], f"{node.name}.input_weights_{gate}")
+        wh, _ = _int8_weights(graph, node.inputs[5 + position], f"{node.name}.recurrent_weights_{gate}")
+        b = quantize_bias(graph.constant(node.inputs[9 + position]), s_in, s_wx)
+        quant = QuantParams(DType.INT32, np.asarray(s_in * s_wx), np.array(0, np.int64))
+        weights_x.append(wx)
+        weights_h.append(wh)
+        biases.append(Tensor(f"{node.name}.bias_{gate}", b.shape, DType.INT32, b, quant=quant))
+    return weights_x, weights_h, biases
+
+
+def _int8_weights(graph: Graph, name: str, new_name: str) -> tuple[Tensor, np.ndarray]:
+    w = graph.constant(name)
+    scale = weight_scales(w, None)
+    quant = QuantParams(DType.INT8, scale, np.array(0, np.int64))
+    q = quantize_weights(w, scale, None)
+    return Tensor(new_name, q.shape, DType.INT8, q, quant=quant), scale
 
 
 def _gate(node: Node, gate: str, s_in: float, wx: Tensor, s_hidden: float, wh: Tensor) -> dict[str, int]:
@@ -197,4 +292,15 @@ def lstm_constants(
     return arrays[0:4], arrays[4:8], arrays[8:12]
 
 
-__all__ = ["GATES", "RECURRENT_KERNELS", "integers", "lstm_constants", "quantize"]
+__all__ = [
+    "GATES",
+    "RECURRENT_KERNELS",
+    "cell_scale",
+    "cell_state_key",
+    "integers",
+    "is_float_lstm",
+    "lstm_constants",
+    "needs_cell_range",
+    "quantize",
+    "with_cell_states",
+]

@@ -225,7 +225,9 @@ _OPS: dict[Op, Callable[[Node, list[Any], Graph], Array]] = {
     Op.CONCAT: lambda n, a, g: np.concatenate(a, axis=n.attr("axis")),
     Op.PAD: _pad,
     # Shapes are static with the graph's batch leading; executors run any batch, so it is substituted.
-    Op.RESHAPE: _single(lambda n, x: x.reshape((x.shape[0], *n.attr("shape")[1:]))),
+    # -1: a reshape may move the leading axis (an ONNX LSTM's sequence-first tensors, batch 1), so the
+    # samples stacked on it are counted, not assumed
+    Op.RESHAPE: _single(lambda n, x: x.reshape((-1, *n.attr("shape")[1:]))),
     Op.TRANSPOSE: _single(lambda n, x: x.transpose(n.attr("perm"))),
     Op.IDENTITY: _single(lambda n, x: x),
     Op.REQUANTIZE: _single(lambda n, x: x),  # an int8 .tflite's int16 input requantized: the same reals

@@ -254,7 +254,8 @@ def _pad(graph: Graph, node: Node, args: list[Any]) -> Array:
 
 
 _MOVES: dict[Op, Callable[[Graph, Node, list[Any]], Array]] = {
-    Op.RESHAPE: lambda g, n, a: a[0].reshape((a[0].shape[0], *n.attr("shape")[1:])),
+    # -1: the leading axis may change length (float_exec's RESHAPE says why)
+    Op.RESHAPE: lambda g, n, a: a[0].reshape((-1, *n.attr("shape")[1:])),
     Op.TRANSPOSE: lambda g, n, a: np.ascontiguousarray(a[0].transpose(n.attr("perm"))),
     Op.CONCAT: lambda g, n, a: np.concatenate(a, axis=n.attr("axis")),
     Op.PAD: _pad,

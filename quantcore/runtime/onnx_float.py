@@ -1,8 +1,10 @@
 """Float activations from the original model through onnxruntime, in the IR's layout and names.
 
-Calibration and evaluation read the float value of every IR activation tensor. The importer keeps ONNX
-tensor names and the passes keep the name of the last tensor they fuse, so most IR activations exist in
-the ONNX model under the same name; onnxruntime is asked for them as extra outputs. 4-D tensors are
+Calibration and evaluation read the float value of every IR activation tensor (through a batch-first
+ONNX LSTM too, which onnxruntime's CPU kernel refuses: it runs as the same layer sequence-first). The
+importer keeps ONNX tensor names and the passes keep the name of the last tensor they fuse, so most IR
+activations exist in the ONNX model under the same name; onnxruntime is asked for them as extra
+outputs. 4-D tensors are
 transposed from ONNX's NCHW to the IR's NHWC (io_layout.to_firmware: not an input or output the model
 file gives as NHWC already). Tensors the passes created (layout transposes) are computed by the IR
 float executor from their inputs.
@@ -30,7 +32,7 @@ import numpy as np
 
 from quantcore.display import said
 from quantcore.errors import ModelError
-from quantcore.ir import Graph
+from quantcore.ir import Graph, Op
 from quantcore.passes import io_layout
 from quantcore.runtime import float_exec
 
@@ -47,7 +49,9 @@ class _Session(NamedTuple):
     """The IR activations the ONNX model computes, asked for as extra outputs."""
     output_names: list[str]
     fixed_batch: bool
-    """A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole."""
+    """A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole - unless
+    the model has an LSTM: its sequence-first tensors (seq, batch, ...) would interleave a batch run's
+    samples on their second axis, where the IR stacks each sample's rows on the first."""
 
 
 class OnnxFloat:
@@ -81,6 +85,7 @@ class OnnxFloat:
         import onnxruntime as ort
 
         proto = onnx.load_from_string(self.source)
+        _sequence_first_lstms(proto.graph)
         known = {v.name for v in proto.graph.value_info} | {
             n for node in proto.graph.node for n in node.output
         }
@@ -108,7 +113,8 @@ class OnnxFloat:
             session,
             wanted,
             [o.name for o in session.get_outputs()],
-            all(isinstance(i.shape[0], int) for i in inputs if i.shape),
+            all(isinstance(i.shape[0], int) for i in inputs if i.shape)
+            or any(node.op is Op.LSTM for node in self.graph.nodes),
         )
 
     def _name(self) -> str:
@@ -166,6 +172,34 @@ class OnnxFloat:
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ModelError(self._name(), f"onnxruntime failed: {said(exc)}") from exc
         return {name: np.concatenate([r[j] for r in runs]) for j, name in enumerate(output_names)}
+
+
+def _sequence_first_lstms(graph: Any) -> None:
+    """Rewrite each batch-first LSTM (layout 1), which onnxruntime's CPU kernel refuses, as the same
+    layer sequence-first between transposes: (batch, seq, ...) inputs and initial states in, Y and its
+    final states out in layout 1's shapes, under their own names."""
+    import onnx
+
+    nodes = []
+    for node in graph.node:
+        layout = next((a for a in node.attribute if a.name == "layout"), None)
+        if node.op_type != "LSTM" or layout is None or layout.i != 1:
+            nodes.append(node)
+            continue
+        layout.i = 0
+        for index in (0, 5, 6):  # X, initial_h, initial_c: swap their first two axes
+            if index < len(node.input) and node.input[index]:
+                moved = f"{node.input[index]}:{node.name}:sequence_first"
+                nodes.append(onnx.helper.make_node("Transpose", [node.input[index]], [moved], perm=[1, 0, 2]))
+                node.input[index] = moved
+        nodes.append(node)
+        for index, perm in ((0, [2, 0, 1, 3]), (1, [1, 0, 2]), (2, [1, 0, 2])):  # Y, Y_h, Y_c
+            if index < len(node.output) and node.output[index]:
+                name = node.output[index]
+                node.output[index] = f"{name}:{node.name}:sequence_first"
+                nodes.append(onnx.helper.make_node("Transpose", [node.output[index]], [name], perm=perm))
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
 def _key(feeds: dict[str, Array]) -> bytes:

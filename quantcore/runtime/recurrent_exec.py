@@ -7,7 +7,9 @@ after a reset, and what the firmware computes for N calls after start-up.
 
 Reset state: TFLM resets an int8 variable tensor to its zero point and any other to zeros. An SVDF state
 has zero point 0 (the importer refuses another: arm_svdf_s8 has no state offset), so zeros; an LSTM's
-int8 hidden state starts at its zero point, its int16 cell state at 0.
+int8 hidden state starts at its zero point, its int16 cell state at 0. An LSTM that is not `streaming`
+(imported from ONNX, whose initial state is zeros) makes CMSIS-NN's stateless call for each inference:
+no hidden state (the first step skips the recurrent product), the cell state zeroed by the kernel.
 """
 
 from __future__ import annotations
@@ -109,12 +111,18 @@ def lstm(
 ) -> Array:
     x = args[0]
     params = lstm_params(graph, node, p)
-    batch, hidden_size = out[0], out[2]
+    batch, hidden_size = out[0], out[-1]
     # The reset state: TFLM sets the int8 hidden state to its zero point, the int16 cell state to 0.
     hidden = np.full((batch, hidden_size), p["output_offset"], np.int8)
     cell = np.zeros((batch, hidden_size), np.int16)
+    streaming = bool(node.attr("streaming", True))
+    last_step = bool(node.attr("last_step", False))  # ONNX's Y_h: the output is the last step only
     outputs = []
     for i in range(_streams(node, x, batch)):
+        if not streaming:  # the C's stateless call: no hidden state, the cell state zeroed at each call
+            stateless = lstm_unidirectional_s8(x[i * batch : (i + 1) * batch], params, rounding=r)
+            outputs.append(stateless.output[:, -1] if last_step else stateless.output)
+            continue
         result = lstm_unidirectional_s8(
             x[i * batch : (i + 1) * batch], params, hidden_state=hidden, cell_state=cell, rounding=r
         )

@@ -3,7 +3,8 @@
 The float model of an int8 .tflite is its dequantized constants run in float64 (what `fixpoint evaluate`
 measures the int8 layers against). Like quantcore/runtime/recurrent_exec.py, a batch of N samples is N
 inferences in order from the reset state (zeros: the real value of TFLM's reset int8 state), each one's
-state carried into the next.
+state carried into the next - unless the node is not `streaming` (an ONNX LSTM), when each starts from
+zeros.
 """
 
 from __future__ import annotations
@@ -59,16 +60,30 @@ def svdf(node: Node, args: list[Any], graph: Graph) -> Array:
 
 
 def lstm(node: Node, args: list[Any], graph: Graph) -> Array:
+    hidden = _lstm(node, args, graph)[0]
+    return hidden[:, -1] if node.attr("last_step", False) else hidden
+
+
+def lstm_cell_states(node: Node, args: list[Any], graph: Graph) -> Array:
+    """Every step's cell state (samples, steps, hidden): the intermediate whose range calibration takes
+    for the int16 cell state."""
+    return _lstm(node, args, graph)[1]
+
+
+def _lstm(node: Node, args: list[Any], graph: Graph) -> tuple[Array, Array]:
+    """(hidden states, cell states) of every step, each (samples, steps, hidden)."""
     x, weights_x, weights_h, biases = args[0], args[1:5], args[5:9], args[9:13]
     cell_clip = float(node.attr("cell_clip", 0.0))
     cell_activation = np.tanh if node.attr("cell_activation", "tanh") == "tanh" else _sigmoid
     batch, steps, _ = graph.tensor(node.inputs[0]).shape
     hidden_size = weights_h[0].shape[0]
     h, c = np.zeros((batch, hidden_size)), np.zeros((batch, hidden_size))
-    outputs = []
+    streaming = bool(node.attr("streaming", True))
+    hidden, cells = [], []
     for i in range(_samples(node, x, batch)):
+        if not streaming:  # an ONNX LSTM: every inference from the zero state
+            h, c = np.zeros((batch, hidden_size)), np.zeros((batch, hidden_size))
         sequence = x[i * batch : (i + 1) * batch]
-        steps_out = []
         for t in range(steps):
             pre = [
                 sequence[:, t] @ wx.T + h @ wh.T + b
@@ -79,6 +94,14 @@ def lstm(node: Node, args: list[Any], graph: Graph) -> Array:
             if cell_clip > 0:
                 c = np.clip(c, -cell_clip, cell_clip)
             h = gate_o * np.tanh(c)
-            steps_out.append(h)
-        outputs.append(np.stack(steps_out, axis=1))
-    return np.concatenate(outputs)
+            hidden.append(h)
+            cells.append(c)
+    shape = (-1, steps, hidden_size)
+    return _by_sample(hidden, steps).reshape(shape), _by_sample(cells, steps).reshape(shape)
+
+
+def _by_sample(states: list[Array], steps: int) -> Array:
+    """Per-step (batch, hidden) states, in run order, as (samples * batch, steps, hidden)."""
+    per_step = np.stack(states)  # (samples * steps, batch, hidden)
+    samples = per_step.shape[0] // steps
+    return per_step.reshape(samples, steps, *per_step.shape[1:]).transpose(0, 2, 1, 3)

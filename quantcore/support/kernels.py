@@ -277,8 +277,8 @@ KERNELS: Mapping[Op, KernelSupport] = {
             Op.LSTM,
             ("arm_lstm_unidirectional_s8",),
             (),
-            "From an int8 .tflite: no peepholes, projection or layer norm; hidden and cell state persist"
-            " between inferences.",
+            "From an int8 .tflite (hidden and cell state persist between inferences) or a float ONNX LSTM"
+            " (each inference from the zero state); no peepholes, projection or layer norm.",
         ),
     )
 }

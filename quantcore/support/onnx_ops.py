@@ -14,6 +14,7 @@ import numpy as np
 
 from quantcore.display import quoted, shown
 from quantcore.ir import Op
+from quantcore.support import onnx_lstm
 from quantcore.support.table import Constraint, OnnxConstraint, OnnxNode, OpSupport, about
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -302,6 +303,30 @@ def dropout_inference(node: OnnxNode) -> bool:
     return not any(node.outputs_used[1:]) and (training is None or not bool(training.all()))
 
 
+def _gathered(node: OnnxNode) -> str:
+    index, shape = node.const(1), node.input_shapes[0]
+    if index is None:
+        return f"its indices {quoted(node.inputs[1])} are computed at run time"
+    if np.ndim(index) != 0:
+        return f"its indices have shape {tuple(np.shape(index))}"
+    axis = int(node.attr("axis", 0))
+    size = "unknown" if shape is None or not -len(shape) <= axis < len(shape) else shape[axis]
+    return f"it gathers along axis {axis}, of size {size}"
+
+
+@about(_gathered)
+def gather_drops_size_one_axis(node: OnnxNode) -> bool:
+    """Gather maps only where it drops an axis of size 1 (one constant index on it, e.g. h_n[-1] of a
+    one-layer LSTM), a reshape: CMSIS-NN has no slicing/gathering kernel. After an LSTM, read its
+    final hidden state h_n or its last step y[:, -1] (both become the layer's last step), or flatten its
+    whole output sequence Y into the classifier."""
+    index, shape = node.const(1), node.input_shapes[0]
+    if index is None or np.ndim(index) != 0 or shape is None:
+        return False
+    axis = int(node.attr("axis", 0))
+    return -len(shape) <= axis < len(shape) and shape[axis] == 1 and int(index) in (0, -1)
+
+
 @about(lambda node: "both of its inputs are constants")
 def binary_has_activation(node: OnnxNode) -> bool:
     """At least one input of an elementwise Add/Mul must be an activation (constant-only arithmetic is
@@ -417,6 +442,13 @@ ONNX_OPS: Mapping[str, OpSupport] = {
             "value is the constant.",
         ),
         OpSupport("Transpose", (Op.TRANSPOSE,), (), "perm defaults to reversing the axes."),
+        OpSupport("LSTM", (Op.LSTM, Op.RESHAPE, Op.TRANSPOSE), onnx_lstm.CONSTRAINTS, onnx_lstm.NOTES),
+        OpSupport(
+            "Gather",
+            (Op.RESHAPE,),
+            _c(gather_drops_size_one_axis),
+            "One index on an axis of size 1 (an LSTM's h_n[-1]): a RESHAPE to the static output shape.",
+        ),
         OpSupport("Identity", (Op.IDENTITY,)),
         OpSupport("Dropout", (Op.IDENTITY,), _c(dropout_inference), "The identity at inference."),
         OpSupport("Constant", (), (), "Becomes a constant tensor."),

@@ -43,16 +43,12 @@ _REDUCE = (
 )
 _SLICING = (
     "CMSIS-NN has no slicing/gathering kernel; a split of channels can usually be expressed as separate "
-    "convolutions, or done outside the network."
+    "convolutions, or done outside the network. After an LSTM, feed its whole output sequence to the "
+    "classifier (flatten Y), its final hidden state h_n (`_, (h, c) = lstm(x)`, then h[-1]) or its last "
+    "step y[:, -1]."
 )
 
 NO_COUNTERPART: Mapping[str, str] = {
-    "LSTM": (
-        "CMSIS-NN has no LSTM kernel for ONNX's layout: arm_lstm_unidirectional_s8 is TFLite Micro's "
-        "UnidirectionalSequenceLSTM (forward only, one weight matrix per gate, int16 gate activations), "
-        "while ONNX's LSTM packs the four gates (i, o, f, c) into W/R/B and may run bidirectionally or "
-        "with peepholes; Fixpoint has no rewrite from one to the other yet."
-    ),
     "GRU": "CMSIS-NN has no GRU kernel (its recurrent kernels are LSTM and SVDF only).",
     "RNN": "CMSIS-NN has no simple-RNN kernel (its recurrent kernels are LSTM and SVDF only).",
     "Resize": (
@@ -107,7 +103,6 @@ NO_COUNTERPART: Mapping[str, str] = {
     "ArgMax": "CMSIS-NN has no arg-max kernel; take the arg-max of the output on the host side.",
     "ArgMin": "CMSIS-NN has no arg-min kernel; take it on the host side.",
     "TopK": "CMSIS-NN has no top-k kernel; take it on the host side.",
-    "Gather": _SLICING,
     "Slice": _SLICING,
     "Split": _SLICING,
     "Einsum": "CMSIS-NN has no einsum kernel; export the product as a MatMul/Gemm with constant weights.",

@@ -107,8 +107,15 @@ def float_inputs(qgraph: Graph, cases: Cases) -> np.ndarray:
 def reference(qgraph: Graph, cases: Cases) -> tuple[list[ReferenceLayer], np.ndarray]:
     """Every layer's reference output for every case, and the model output."""
     env = int8_exec.run(qgraph, {qgraph.inputs[0]: cases.quantized})
-    layers = [ReferenceLayer(node.name, env[node.outputs[0]]) for node in qgraph.nodes]
-    return layers, env[qgraph.outputs[0]]
+    count = len(cases.quantized)
+    layers = [ReferenceLayer(node.name, _per_case(env[node.outputs[0]], count)) for node in qgraph.nodes]
+    return layers, _per_case(env[qgraph.outputs[0]], count)
+
+
+def _per_case(values: np.ndarray, cases: int) -> np.ndarray:
+    """(cases, ...): a tensor whose first axis is not the batch (an ONNX LSTM's sequence-first (seq, 1,
+    H) tensors) has its cases' rows stacked on that axis, each case's bytes contiguous."""
+    return values if len(values) == cases else values.reshape(cases, -1, *values.shape[1:])
 
 
 def expectation(layers: list[ReferenceLayer], output: np.ndarray) -> Expectation:
