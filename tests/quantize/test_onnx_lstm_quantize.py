@@ -167,7 +167,7 @@ def test_generated_c_copies_out_the_last_step(tmp_path: Path) -> None:
     qgraph = pipeline.quantize(pipeline.load_model(path), DataSet(x), options).qgraph
     generate(qgraph, tmp_path / "model", force=True)
     source = (tmp_path / "model" / "model.c").read_text()
-    assert "static int8_t l0_lstm_sequence[128];" in source
+    assert "static int8_t l0_lstm_sequence[128] __attribute__((aligned(MODEL_ALIGNMENT)));" in source
     assert "memcpy(&t_lstm_last_step[b * 16], &l0_lstm_sequence[(b * 8 + 7) * 16], 16);" in source
     env = int8_exec.run(qgraph, {qgraph.inputs[0]: _quantized_input(qgraph, x[:2])})
     assert env[_lstm(qgraph).outputs[0]].shape == (2, 16)
