@@ -13,11 +13,11 @@ import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.cases import Array, VectorCase, integer_define
 from quantcore.errors import VectorCaseError
 from quantcore.kernels.conv import convolve_s8, depthwise_conv_s8
 from quantcore.kernels.fully_connected import fully_connected_s8
@@ -124,15 +124,21 @@ class _LayerReader:
         self.case, self.kind, self.index = case, kind, index
         self.name = f"layer_{index}_{kind.array_stem}"
 
-    def define(self, key: str, default: Any = None) -> Any:
+    def define(self, key: str, default: int | None = None) -> int:
         full = f"{self.kind.define_prefix}_{self.index}_{key}"
         if full in self.case.defines:
-            return self.case.defines[full]
+            return integer_define(self.case.defines[full], full, self.case.json_path)
         if default is None:
             raise VectorCaseError(str(self.case.json_path), f"layer {self.name}: define {full} is missing")
         return default
 
-    def array(self, suffix: str, required: bool = True) -> np.ndarray | None:
+    @overload
+    def array(self, suffix: str, required: Literal[True] = True) -> Array: ...
+
+    @overload
+    def array(self, suffix: str, required: bool) -> Array | None: ...
+
+    def array(self, suffix: str, required: bool = True) -> Array | None:
         full = f"{self.case.name}_{self.name}_{suffix}"
         if full in self.case.arrays:
             return self.case.arrays[full]
