@@ -11,9 +11,13 @@ import argparse
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from quantcore import limits
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What `add_subparsers` returns; each command module's `register(sub)` adds its parser to it (a string:
+argparse's class is generic only in its type stubs)."""
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from quantcore.commands import _args
+from quantcore.commands._args import Subcommands
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("evaluate", help="compare the float model with its int8 version (reference kernels)")
     p.add_argument("model", help="float ONNX model, or a .tflite (an int8 one is also compared with TFLM)")
     p.add_argument("params", help="quant-params JSON written by fixpoint quantize")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from quantcore.commands import _args
+from quantcore.commands._args import Subcommands
 from quantcore.errors import InputError
 from quantcore.kernels.rounding import Rounding
 from quantcore.targets.cores import Core
@@ -19,7 +20,7 @@ from quantcore.targets.cores import Core
 METHODS = ("minmax", "percentile", "entropy", "mse")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "quantize",
         help="calibrate a float ONNX/TFLite model (or take an int8 .tflite's scales) and write"

@@ -12,9 +12,10 @@ import json
 from typing import Any
 
 from quantcore.commands import _firmware as fw
+from quantcore.commands._args import Subcommands
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("verify", help="run the generated model on a target and compare with the reference")
     fw.add_arguments(p)
     p.add_argument("--no-float-metrics", action="store_true", help="skip the float-vs-int8 figures")
