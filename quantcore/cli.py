@@ -23,11 +23,14 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from quantcore.commands import COMMANDS
 from quantcore.display import shown
 from quantcore.errors import InputError, OutputError, QuantcoreError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 EXIT_FAIL, EXIT_USAGE = 1, 2
 MESSAGE_CHARS = 1000
@@ -61,7 +64,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _plugins(command: str | None) -> list[Any]:
+def _plugins(command: str | None) -> list[EntryPoint]:
     """The entry points of group "fixpoint.commands": the one named `command`, else all (to list them
     in --help or in the message for a command that does not exist)."""
     from importlib.metadata import entry_points  # here: it costs more than the rest of building the parser

@@ -29,7 +29,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 
@@ -179,7 +179,7 @@ def _decode(file: Path, mode: str, size: tuple[int, int]) -> np.ndarray:
         with Image.open(file) as image:  # reads the header only
             if image.size[0] * image.size[1] > limits.IMAGE_MAX_PIXELS:
                 raise DataError(_too_many_pixels(file, image.size))
-            decoded: Any = image.convert(mode).resize(size)
+            decoded = image.convert(mode).resize(size)
             return np.asarray(decoded, np.float32) / 255.0
     except Image.DecompressionBombError as exc:  # Pillow's own guard, at twice its default pixel limit
         raise DataError(_too_many_pixels(file, None)) from exc

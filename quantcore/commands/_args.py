@@ -11,9 +11,15 @@ import argparse
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TypeAlias, TypeVar
 
 from quantcore import limits
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What `add_subparsers` returns; each command module's `register(sub)` adds its parser to it (a string:
+argparse's class is generic only in its type stubs)."""
+
+N = TypeVar("N", int, float)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
 
@@ -55,10 +61,10 @@ def _range(low: int | None, high: int | None) -> str:
     return f"at least {low:,}" if low is not None else f"at most {high:,}"
 
 
-def positive(kind: Callable[[str], float]) -> Callable[[str], Any]:
+def positive(kind: Callable[[str], N]) -> Callable[[str], N]:
     """A finite number of `kind` (int or float) greater than 0 (--samples, --epochs, --lr ...)."""
 
-    def parse(text: str) -> Any:
+    def parse(text: str) -> N:
         try:
             value = kind(text)
         except ValueError:

@@ -12,10 +12,23 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from quantcore.commands import _args
 from quantcore.errors import InputError
+
+if TYPE_CHECKING:  # imported where used: building the CLI parser imports nothing heavy (test_cli_startup)
+    from quantcore.cmsis_nn import CmsisNn
+    from quantcore.ir import Graph
+    from quantcore.kernels.rounding import Rounding
+    from quantcore.pipeline import LoadedModel
+    from quantcore.project import Project
+    from quantcore.quantize.params_problems import Doc
+    from quantcore.targets.build import Channel, Firmware
+    from quantcore.targets.memory import MemoryReport
+    from quantcore.targets.target import Target
+    from quantcore.targets.verify import Cases
+    from quantcore.verify.report import LayerMetrics
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -59,12 +72,12 @@ class Context:
     """The resolved settings of one command run."""
 
     args: argparse.Namespace
-    project: Any
-    target: Any
+    project: Project
+    target: Target
     build_dir: Path
 
     @property
-    def rounding(self) -> Any:
+    def rounding(self) -> Rounding:
         return self.project.rounding
 
 
@@ -95,7 +108,7 @@ def folder_option(option: str, path: Path) -> Path:
     return path
 
 
-def checkout(ctx: Context) -> Any:
+def checkout(ctx: Context) -> CmsisNn:
     from quantcore import cmsis_nn
 
     nn = cmsis_nn.locate(ctx.args.cmsis_nn or ctx.project.cmsis_nn)
@@ -107,9 +120,9 @@ def checkout(ctx: Context) -> Any:
 
 @dataclass
 class Model:
-    loaded: Any
-    document: Any
-    qgraph: Any
+    loaded: LoadedModel
+    document: Doc
+    qgraph: Graph
     params_file: str
 
 
@@ -144,7 +157,7 @@ def load_model(ctx: Context, required: bool, recorded_model: bool = False) -> Mo
     return Model(loaded, document, qgraph, str(params))
 
 
-def recorded_model_of(document: Any, params: str | Path) -> str | None:
+def recorded_model_of(document: Doc, params: str | Path) -> str | None:
     """The model file a loaded params document records, when it exists (params_json.recorded_model on
     the document in hand: the file is not read again)."""
     from quantcore.quantize import params_json
@@ -171,7 +184,7 @@ def sources(ctx: Context, model: Model | None) -> Path:
     return out
 
 
-def cases(ctx: Context, model: Model | None, src: Path) -> Any:
+def cases(ctx: Context, model: Model | None, src: Path) -> Cases:
     """The test cases: from --data (needs the model), prepared on the host as src's model.h tells an
     application (quantcore.targets.verify.documented_cases); else seeded random inputs, which are
     already bytes in the firmware's layout."""
@@ -196,7 +209,9 @@ def cases(ctx: Context, model: Model | None, src: Path) -> Any:
     return verify.Cases(values.astype(np.int8), f"random (seed {ctx.args.seed})")
 
 
-def build(ctx: Context, src: Path, test_cases: Any, channel: Any = None) -> tuple[Any, Any]:
+def build(
+    ctx: Context, src: Path, test_cases: Cases, channel: Channel | None = None
+) -> tuple[Firmware, Cases]:
     """The firmware and the cases it embeds. Without --cases, cases that would overflow the target's
     flash are cut to the number that fits (the linker's overflow / one input's bytes), with a note."""
     from quantcore.targets.build import BuildRequest, build_firmware, read_header
@@ -205,7 +220,7 @@ def build(ctx: Context, src: Path, test_cases: Any, channel: Any = None) -> tupl
     read_header(src)
     nn = checkout(ctx)
 
-    def attempt(cases: Any) -> Any:
+    def attempt(cases: Cases) -> Firmware:
         request = BuildRequest(ctx.target, src, ctx.build_dir, cases.as_bytes(), nn, ctx.rounding, channel)
         return build_firmware(request)
 
@@ -223,7 +238,7 @@ def build(ctx: Context, src: Path, test_cases: Any, channel: Any = None) -> tupl
         return attempt(kept), kept
 
 
-def audit(ctx: Context, firmware: Any) -> Any:
+def audit(ctx: Context, firmware: Firmware) -> MemoryReport:
     """Measure and check the budget (not for the host); BudgetError before anything is flashed."""
     from quantcore.targets import memory
 
@@ -236,7 +251,7 @@ def audit(ctx: Context, firmware: Any) -> Any:
     return report
 
 
-def float_metrics(model: Model | None, test_cases: Any) -> list[Any]:
+def float_metrics(model: Model | None, test_cases: Cases) -> list[LayerMetrics]:
     """The quantizer's per-layer float-vs-int8 figures on the very inputs the firmware ran."""
     if model is None:
         return []

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from quantcore.commands import _firmware as fw
+from quantcore.commands._args import Subcommands
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("build", help="build the model's test firmware for a target")
     fw.add_arguments(p)
     p.add_argument("--channel", choices=["stdio", "semihosting", "uart"], help="how the harness reports")

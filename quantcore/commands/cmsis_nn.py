@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from quantcore.commands._args import Subcommands
 
 if TYPE_CHECKING:
     from quantcore import cmsis_nn
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     parser = sub.add_parser("cmsis-nn", help="show or install the CMSIS-NN checkout Fixpoint builds against")
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
 

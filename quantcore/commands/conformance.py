@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
+from quantcore.commands._args import Subcommands
 from quantcore.kernels.rounding import Rounding
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     conf = sub.add_parser("conformance", help="check the int8 reference against CMSIS-NN test vectors")
     conf.add_argument("--vectors", required=True, metavar="DIR", help="folder of <kernel>/<case>.npz + .json")
     conf.add_argument(

@@ -11,12 +11,19 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from quantcore.commands import _args
+from quantcore.commands._args import Subcommands
+
+if TYPE_CHECKING:  # imported where used: building the CLI parser imports nothing heavy
+    from quantcore.data import DataSet
+    from quantcore.pipeline import LoadedModel
+    from quantcore.quantize.params_problems import Doc
+    from quantcore.verify.tflm import TflmComparison
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("evaluate", help="compare the float model with its int8 version (reference kernels)")
     p.add_argument("model", help="float ONNX model, or a .tflite (an int8 one is also compared with TFLM)")
     p.add_argument("params", help="quant-params JSON written by fixpoint quantize")
@@ -66,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tflm(model: Any, document: Any, dataset: Any) -> Any:
+def _tflm(model: LoadedModel, document: Doc, dataset: DataSet) -> TflmComparison | str | None:
     """TFLM against Fixpoint's int8 result (a TflmComparison), why it was not run (a str), or None for
     a model that is not a .tflite."""
     from quantcore.quantize.document import from_document

@@ -8,14 +8,14 @@ read. The memory audit runs first: a firmware over budget is never flashed.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from quantcore.commands import _args
 from quantcore.commands import _firmware as fw
+from quantcore.commands._args import Subcommands
 from quantcore.commands.verify import _verify
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "flash-verify", help="flash the model's firmware, read its UART, compare with the reference"
     )

@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 from quantcore.commands import _args
 from quantcore.commands import _firmware as fw
+from quantcore.commands._args import Subcommands
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("generate", help="generate the model's C sources (CMSIS-NN calls, weights, arena)")
     p.add_argument("--params", help="quant-params JSON (default: fixpoint.toml's params)")
     p.add_argument("--model", help="float ONNX model (default: fixpoint.toml's, else the one the JSON names)")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from quantcore.commands import _args
+from quantcore.commands._args import Subcommands
 from quantcore.errors import TORCH_MISSING, InputError
 
 """What `fixpoint qat` says without torch (pyproject.toml's optional dependency "torch")."""
@@ -21,7 +21,7 @@ DEFAULT_CALIB_SAMPLES = 1000
 """Calibration samples for the start when --calib is not given: the first ones of the training set."""
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     from quantcore.qat.options import LOSSES, QatOptions
 
     defaults = QatOptions()

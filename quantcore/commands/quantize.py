@@ -9,17 +9,21 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quantcore.commands import _args
+from quantcore.commands._args import Subcommands
 from quantcore.errors import InputError
 from quantcore.kernels.rounding import Rounding
 from quantcore.targets.cores import Core
 
+if TYPE_CHECKING:  # imported where used: building the CLI parser imports nothing heavy
+    from quantcore.calibrate.method import RangeMethod
+
 METHODS = ("minmax", "percentile", "entropy", "mse")
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "quantize",
         help="calibrate a float ONNX/TFLite model (or take an int8 .tflite's scales) and write"
@@ -122,7 +126,7 @@ _MODES = {"auto": None, "on": True, "off": False}
 _TRANSFORMS = {"cross_layer_equalization": "cross-layer equalized", "bias_correction": "bias corrected"}
 
 
-def _method(name: str, percentile: float) -> Any:
+def _method(name: str, percentile: float) -> RangeMethod:
     from quantcore.calibrate.method import Method, RangeMethod
 
     return RangeMethod(Method(name), percentile=percentile)

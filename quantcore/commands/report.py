@@ -19,12 +19,13 @@ from typing import Any
 
 from quantcore.commands import _args
 from quantcore.commands import _firmware as fw
+from quantcore.commands._args import Subcommands
 from quantcore.errors import InputError
 
 EXIT_OK = 0
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("report", help="write the HTML report (per-layer error, histograms, memory, verdict)")
     p.add_argument(
         "--evaluation", metavar="E.json", help="evaluation report (fixpoint evaluate --report-json)"

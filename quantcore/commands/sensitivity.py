@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+
+from quantcore.commands._args import Subcommands
 
 DEFAULT_SAMPLES = 256
 """Enough to rank layers (each figure averages over every output of every sample), quick to run."""
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser(
         "sensitivity",
         help="per layer: the output SQNR (and top-1) lost by quantizing that layer alone, and the loss"

@@ -9,12 +9,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from quantcore.commands import _firmware as fw
+from quantcore.commands._args import Subcommands
+
+if TYPE_CHECKING:  # imported where used: building the CLI parser imports nothing heavy
+    from quantcore.targets.backends import FlashSettings
+    from quantcore.targets.build import Firmware
+    from quantcore.targets.memory import MemoryReport
+    from quantcore.targets.protocol import Expectation
+    from quantcore.targets.run import RunResult
+    from quantcore.targets.serial_link import SerialLink
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     p = sub.add_parser("verify", help="run the generated model on a target and compare with the reference")
     fw.add_arguments(p)
     p.add_argument("--no-float-metrics", action="store_true", help="skip the float-vs-int8 figures")
@@ -48,7 +58,7 @@ def _verify(args: argparse.Namespace, board: bool) -> int:
     return fw.EXIT_PASS if report.comparison.passed else fw.EXIT_FAIL
 
 
-def _board_link(ctx: fw.Context, stack: contextlib.ExitStack) -> Any:
+def _board_link(ctx: fw.Context, stack: contextlib.ExitStack[bool | None]) -> SerialLink | None:
     """What the board route needs, checked before the model is built: the serial port (opened and held
     from here on: a missing device or a port another program holds is the message, not a later
     failure) and the UART the harness writes to. None for QEMU, whose UART is a socket of its own."""
@@ -72,7 +82,9 @@ def _board_link(ctx: fw.Context, stack: contextlib.ExitStack) -> Any:
     return link
 
 
-def _executor(ctx: fw.Context, firmware: Any, board: bool, link: Any, memory: Any) -> Any:
+def _executor(
+    ctx: fw.Context, firmware: Firmware, board: bool, link: SerialLink | None, memory: MemoryReport | None
+) -> Callable[[Expectation], RunResult]:
     from quantcore.targets import board as board_route
     from quantcore.targets.run import run_firmware
     from quantcore.targets.target import Kind
@@ -86,12 +98,13 @@ def _executor(ctx: fw.Context, firmware: Any, board: bool, link: Any, memory: An
     if ctx.target.kind is Kind.QEMU:
         ports = (getattr(ctx.args, "gdb_port", 0) or 0, getattr(ctx.args, "uart_port", 0) or 0)
         return lambda expect: board_route.run_on_qemu_board(firmware, timeout, expect, *ports)
+    assert link is not None, "_board_link opens the serial port of every board target"
     return lambda expect: board_route.flash_and_read(
         firmware, ctx.project.flash.backend, _settings(ctx), link, timeout, expect
     )
 
 
-def _settings(ctx: fw.Context) -> Any:
+def _settings(ctx: fw.Context) -> FlashSettings:
     from quantcore.targets.backends import FlashSettings
 
     flash = ctx.project.flash

@@ -7,13 +7,15 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
 from quantcore.errors import VectorCaseError
 
-_MISSING: Any = object()
+Array = np.ndarray[Any, Any]
+"""An array as the .npz holds it: its dtype is whatever the case's C header declared (int8, int16, int32,
+int64), known only when the file is read."""
 
 
 @dataclass(frozen=True)
@@ -50,26 +52,32 @@ class VectorCase:
         return self.name
 
     @cached_property
-    def arrays(self) -> dict[str, np.ndarray[Any, Any]]:
+    def arrays(self) -> dict[str, Array]:
         try:
             with np.load(self.npz_path) as npz:
                 return {k: npz[k] for k in npz.files}
         except (OSError, ValueError) as exc:
             raise VectorCaseError(str(self.npz_path), f"cannot read the arrays ({exc})") from exc
 
-    def define(self, key: str, default: Any = _MISSING) -> Any:
-        """The define `<CASE>_<key>` (e.g. define('INPUT_W') -> BASIC_INPUT_W), or `default`."""
+    def define(self, key: str, default: int | None = None) -> int:
+        """The integer define `<CASE>_<key>` (e.g. define('INPUT_W') -> BASIC_INPUT_W), or `default`."""
         full = f"{self.name.upper()}_{key}"
         if full in self.defines:
-            return self.defines[full]
-        if default is _MISSING:
+            return integer_define(self.defines[full], full, self.json_path)
+        if default is None:
             raise VectorCaseError(str(self.json_path), f"define {full} is missing")
         return default
 
     def has_define(self, key: str) -> bool:
         return f"{self.name.upper()}_{key}" in self.defines
 
-    def array(self, *suffixes: str, required: bool = True) -> np.ndarray[Any, Any] | None:
+    @overload
+    def array(self, *suffixes: str, required: Literal[True] = True) -> Array: ...
+
+    @overload
+    def array(self, *suffixes: str, required: bool) -> Array | None: ...
+
+    def array(self, *suffixes: str, required: bool = True) -> Array | None:
         """The first array `<case>_<suffix>` that exists among `suffixes` (CMSIS-NN's data mixes
         e.g. `biases`/`bias` and `output_ref`/`output`)."""
         for suffix in suffixes:
@@ -81,14 +89,12 @@ class VectorCase:
             raise VectorCaseError(str(self.npz_path), f"array {wanted} is missing")
         return None
 
-    def nhwc_input(self) -> np.ndarray[Any, Any]:
+    def nhwc_input(self) -> Array:
         """The case's `input` array as (INPUT_BATCHES, INPUT_H, INPUT_W, IN_CH), as conv tests wire it."""
         shape = tuple(self.define(k) for k in ("INPUT_BATCHES", "INPUT_H", "INPUT_W", "IN_CH"))
-        data = self.array("input")
-        assert data is not None
-        return data.reshape(shape)
+        return self.array("input").reshape(shape)
 
-    def raw_array(self, name: str) -> np.ndarray[Any, Any]:
+    def raw_array(self, name: str) -> Array:
         """An array by its full C name."""
         if name not in self.arrays:
             raise VectorCaseError(str(self.npz_path), f"array {name} is missing")
@@ -101,6 +107,14 @@ def discover(root: Path) -> list[VectorCase]:
     return sorted(cases, key=lambda c: (c.kernel, c.name))
 
 
-def layer_keys(defines: dict[str, Any], pattern: re.Pattern[str]) -> list[re.Match[str]]:
+def integer_define(value: int | float | str, name: str, json_path: Path) -> int:
+    """A define's value as the C int its kernel call passes; the converter writes only plain-number
+    defines, so anything else is a damaged case file."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise VectorCaseError(str(json_path), f"define {name} is {value!r}, not an integer")
+    return value
+
+
+def layer_keys(defines: dict[str, int | float | str], pattern: re.Pattern[str]) -> list[re.Match[str]]:
     """Matches of `pattern` over the define names, for wiring networks from their layer names."""
     return [m for m in (pattern.match(k) for k in defines) if m]

@@ -13,11 +13,19 @@ import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal, TypeVar, overload
 
 import numpy as np
 
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.cases import Array, VectorCase, integer_define
+from quantcore.conformance.layer_params import (
+    ConvParams,
+    FullyConnectedParams,
+    LayerParams,
+    PoolParams,
+    SoftmaxParams,
+    Window,
+)
 from quantcore.errors import VectorCaseError
 from quantcore.kernels.conv import convolve_s8, depthwise_conv_s8
 from quantcore.kernels.fully_connected import fully_connected_s8
@@ -55,19 +63,28 @@ _LAYER_DEFINE = re.compile(
 )
 
 
+P = TypeVar("P", ConvParams, PoolParams, FullyConnectedParams, SoftmaxParams)
+
+
 @dataclass(frozen=True)
 class Layer:
-    """One layer: where it sits, its per-sample shapes, and its reference kernel's keyword arguments."""
+    """One layer: where it sits, its per-sample shapes, and its reference kernel's arguments."""
 
     name: str
     kind: LayerKind
     index: int
     input_shape: Shape
     output_shape: Shape
-    params: dict[str, Any] = field(repr=False)
+    params: LayerParams = field(repr=False)
 
-    def run(self, x: np.ndarray, rounding: Rounding) -> np.ndarray:
-        return _RUNNERS[self.kind](x.reshape(x.shape[0], *self.input_shape), self.params, rounding)
+    def params_as(self, cls: type[P]) -> P:
+        """The params as the class its kind's builder makes (each kind has one; see _BUILDERS)."""
+        if not isinstance(self.params, cls):
+            raise TypeError(f"layer {self.name} ({self.kind.name}) has {type(self.params).__name__}")
+        return self.params
+
+    def run(self, x: Array, rounding: Rounding) -> Array:
+        return _RUNNERS[self.kind](self, x.reshape(x.shape[0], *self.input_shape), rounding)
 
 
 @dataclass(frozen=True)
@@ -76,13 +93,13 @@ class Network:
     input_shape: Shape
     layers: list[Layer]
 
-    def run(self, x: np.ndarray, rounding: Rounding = Rounding.DOUBLE) -> list[np.ndarray]:
+    def run(self, x: Array, rounding: Rounding = Rounding.DOUBLE) -> list[Array]:
         """Every layer's output for the batch `x` (N, *input_shape); the last is the network's."""
         step = self._samples_per_slice()
         slices = [self._run_slice(x[i : i + step], rounding) for i in range(0, max(len(x), 1), step)]
         return [np.concatenate(per_layer) for per_layer in zip(*slices, strict=True)]
 
-    def _run_slice(self, x: np.ndarray, rounding: Rounding) -> list[np.ndarray]:
+    def _run_slice(self, x: Array, rounding: Rounding) -> list[Array]:
         outputs = []
         for layer in self.layers:
             x = layer.run(x, rounding)
@@ -124,15 +141,21 @@ class _LayerReader:
         self.case, self.kind, self.index = case, kind, index
         self.name = f"layer_{index}_{kind.array_stem}"
 
-    def define(self, key: str, default: Any = None) -> Any:
+    def define(self, key: str, default: int | None = None) -> int:
         full = f"{self.kind.define_prefix}_{self.index}_{key}"
         if full in self.case.defines:
-            return self.case.defines[full]
+            return integer_define(self.case.defines[full], full, self.case.json_path)
         if default is None:
             raise VectorCaseError(str(self.case.json_path), f"layer {self.name}: define {full} is missing")
         return default
 
-    def array(self, suffix: str, required: bool = True) -> np.ndarray | None:
+    @overload
+    def array(self, suffix: str, required: Literal[True] = True) -> Array: ...
+
+    @overload
+    def array(self, suffix: str, required: bool) -> Array | None: ...
+
+    def array(self, suffix: str, required: bool = True) -> Array | None:
         full = f"{self.case.name}_{self.name}_{suffix}"
         if full in self.case.arrays:
             return self.case.arrays[full]
@@ -140,37 +163,43 @@ class _LayerReader:
             raise VectorCaseError(str(self.case.json_path), f"layer {self.name}: array {full} is missing")
         return None
 
-    def layer(self, input_shape: Shape, output_shape: Shape, params: dict[str, Any]) -> Layer:
+    def layer(self, input_shape: Shape, output_shape: Shape, params: LayerParams) -> Layer:
         return Layer(self.name, self.kind, self.index, input_shape, output_shape, params)
 
     def fail(self, problem: str) -> VectorCaseError:
         return VectorCaseError(str(self.case.json_path), f"layer {self.name}: {problem}")
 
 
-def _window(r: _LayerReader) -> dict[str, Any]:
-    return {
-        "stride": (r.define("STRIDE_H"), r.define("STRIDE_W")),
-        "padding": (r.define("PAD_H"), r.define("PAD_W")),
-        "act_min": r.define("OUT_ACTIVATION_MIN", -128),
-        "act_max": r.define("OUT_ACTIVATION_MAX", 127),
-        "output_hw": (r.define("OUTPUT_H"), r.define("OUTPUT_W")),
-    }
+def _clamp(r: _LayerReader) -> tuple[int, int]:
+    """(act_min, act_max); the network data leaves them out where the layer does not clamp."""
+    return r.define("OUT_ACTIVATION_MIN", -128), r.define("OUT_ACTIVATION_MAX", 127)
+
+
+def _window(r: _LayerReader) -> Window:
+    act_min, act_max = _clamp(r)
+    return Window(
+        stride=(r.define("STRIDE_H"), r.define("STRIDE_W")),
+        padding=(r.define("PAD_H"), r.define("PAD_W")),
+        output_hw=(r.define("OUTPUT_H"), r.define("OUTPUT_W")),
+        act_min=act_min,
+        act_max=act_max,
+    )
 
 
 def _conv_like(r: _LayerReader, shape: Shape, weights_shape: Shape, out_ch: int) -> Layer:
     weights = r.array("weights")
     if weights.size != int(np.prod(weights_shape)):
         raise r.fail(f"{weights.size} weights do not fit the shape {weights_shape}")
-    params = {
-        "weights": weights.reshape(weights_shape),
-        "bias": r.array("bias", required=False),
-        "multiplier": r.array("output_mult"),
-        "shift": r.array("output_shift"),
-        "input_offset": r.define("INPUT_OFFSET"),
-        "output_offset": r.define("OUTPUT_OFFSET"),
-        "dilation": (r.define("DILATION_H", 1), r.define("DILATION_W", 1)),
-        **_window(r),
-    }
+    params = ConvParams(
+        window=_window(r),
+        weights=weights.reshape(weights_shape),
+        bias=r.array("bias", required=False),
+        multiplier=r.array("output_mult"),
+        shift=r.array("output_shift"),
+        input_offset=r.define("INPUT_OFFSET"),
+        output_offset=r.define("OUTPUT_OFFSET"),
+        dilation=(r.define("DILATION_H", 1), r.define("DILATION_W", 1)),
+    )
     return r.layer(shape, (r.define("OUTPUT_H"), r.define("OUTPUT_W"), out_ch), params)
 
 
@@ -185,7 +214,7 @@ def _build_depthwise(r: _LayerReader, shape: Shape) -> Layer:
 
 
 def _build_pool(r: _LayerReader, shape: Shape) -> Layer:
-    params = {"kernel": (r.define("FILTER_H"), r.define("FILTER_W")), **_window(r)}
+    params = PoolParams(window=_window(r), kernel=(r.define("FILTER_H"), r.define("FILTER_W")))
     return r.layer(shape, (r.define("OUTPUT_H"), r.define("OUTPUT_W"), shape[-1]), params)
 
 
@@ -195,25 +224,82 @@ def _build_fully_connected(r: _LayerReader, shape: Shape) -> Layer:
     if weights.size % depth:
         raise r.fail(f"{weights.size} weights are not a whole number of rows of the input's {depth} values")
     out_ch = weights.size // depth
-    params = {
-        "weights": weights.reshape(out_ch, depth),
-        "bias": r.array("bias", required=False),
-        "multiplier": r.define("OUTPUT_MULTIPLIER"),
-        "shift": r.define("OUTPUT_SHIFT"),
-        "input_offset": r.define("INPUT_OFFSET"),
-        "output_offset": r.define("OUTPUT_OFFSET"),
-        "act_min": r.define("OUT_ACTIVATION_MIN", -128),
-        "act_max": r.define("OUT_ACTIVATION_MAX", 127),
-    }
+    act_min, act_max = _clamp(r)
+    params = FullyConnectedParams(
+        weights=weights.reshape(out_ch, depth),
+        bias=r.array("bias", required=False),
+        multiplier=r.define("OUTPUT_MULTIPLIER"),
+        shift=r.define("OUTPUT_SHIFT"),
+        input_offset=r.define("INPUT_OFFSET"),
+        output_offset=r.define("OUTPUT_OFFSET"),
+        act_min=act_min,
+        act_max=act_max,
+    )
     return r.layer(shape, (out_ch,), params)
 
 
 def _build_softmax(r: _LayerReader, shape: Shape) -> Layer:
-    params = {"mult": r.define("MULT"), "shift": r.define("SHIFT"), "diff_min": r.define("DIFF_MIN")}
+    params = SoftmaxParams(mult=r.define("MULT"), shift=r.define("SHIFT"), diff_min=r.define("DIFF_MIN"))
     return r.layer(shape, shape, params)
 
 
-Runner = Callable[[np.ndarray, dict[str, Any], Rounding], np.ndarray]
+def _run_conv(layer: Layer, x: Array, rounding: Rounding) -> Array:
+    p = layer.params_as(ConvParams)
+    w = p.window
+    kernel = depthwise_conv_s8 if layer.kind is LayerKind.DEPTHWISE_CONV_2D else convolve_s8
+    return kernel(
+        x,
+        p.weights,
+        p.bias,
+        multiplier=p.multiplier,
+        shift=p.shift,
+        input_offset=p.input_offset,
+        output_offset=p.output_offset,
+        stride=w.stride,
+        padding=w.padding,
+        dilation=p.dilation,
+        act_min=w.act_min,
+        act_max=w.act_max,
+        output_hw=w.output_hw,
+        rounding=rounding,
+    )
+
+
+def _run_pool(layer: Layer, x: Array, rounding: Rounding) -> Array:
+    p = layer.params_as(PoolParams)
+    w = p.window
+    pool = avgpool_s8 if layer.kind is LayerKind.AVERAGE_POOL_2D else max_pool_s8
+    return pool(
+        x,
+        kernel=p.kernel,
+        stride=w.stride,
+        padding=w.padding,
+        act_min=w.act_min,
+        act_max=w.act_max,
+        output_hw=w.output_hw,
+    )
+
+
+def _run_fully_connected(layer: Layer, x: Array, rounding: Rounding) -> Array:
+    p = layer.params_as(FullyConnectedParams)
+    return fully_connected_s8(
+        x.reshape(x.shape[0], -1),
+        p.weights,
+        p.bias,
+        multiplier=p.multiplier,
+        shift=p.shift,
+        input_offset=p.input_offset,
+        output_offset=p.output_offset,
+        act_min=p.act_min,
+        act_max=p.act_max,
+        rounding=rounding,
+    )
+
+
+def _run_softmax(layer: Layer, x: Array, rounding: Rounding) -> Array:
+    p = layer.params_as(SoftmaxParams)
+    return softmax_s8(x, mult=p.mult, shift=p.shift, diff_min=p.diff_min)
+
 
 _BUILDERS: dict[LayerKind, Callable[[_LayerReader, Shape], Layer]] = {
     LayerKind.CONV_2D: _build_conv,
@@ -224,19 +310,11 @@ _BUILDERS: dict[LayerKind, Callable[[_LayerReader, Shape], Layer]] = {
     LayerKind.SOFTMAX: _build_softmax,
 }
 
-_RUNNERS: dict[LayerKind, Runner] = {
-    LayerKind.CONV_2D: lambda x, p, r: convolve_s8(x, p["weights"], p["bias"], rounding=r, **_kw(p)),
-    LayerKind.DEPTHWISE_CONV_2D: lambda x, p, r: depthwise_conv_s8(
-        x, p["weights"], p["bias"], rounding=r, **_kw(p)
-    ),
-    LayerKind.AVERAGE_POOL_2D: lambda x, p, r: avgpool_s8(x, **p),
-    LayerKind.MAX_POOL_2D: lambda x, p, r: max_pool_s8(x, **p),
-    LayerKind.FULLY_CONNECTED: lambda x, p, r: fully_connected_s8(
-        x.reshape(x.shape[0], -1), p["weights"], p["bias"], rounding=r, **_kw(p)
-    ),
-    LayerKind.SOFTMAX: lambda x, p, r: softmax_s8(x, **p),
+_RUNNERS: dict[LayerKind, Callable[[Layer, Array, Rounding], Array]] = {
+    LayerKind.CONV_2D: _run_conv,
+    LayerKind.DEPTHWISE_CONV_2D: _run_conv,
+    LayerKind.AVERAGE_POOL_2D: _run_pool,
+    LayerKind.MAX_POOL_2D: _run_pool,
+    LayerKind.FULLY_CONNECTED: _run_fully_connected,
+    LayerKind.SOFTMAX: _run_softmax,
 }
-
-
-def _kw(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if k not in ("weights", "bias")}

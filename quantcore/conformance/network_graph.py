@@ -25,7 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.cases import Array, VectorCase
+from quantcore.conformance.layer_params import (
+    ConvParams,
+    FullyConnectedParams,
+    Pair,
+    PoolParams,
+    SoftmaxParams,
+    Window,
+)
 from quantcore.conformance.network import Layer, LayerKind, Shape, load_network
 from quantcore.errors import VectorCaseError
 from quantcore.ir import DType, Graph, Layout, Node, Op, QuantParams, Tensor
@@ -46,8 +54,11 @@ def network_graph(case: VectorCase) -> Graph:
     """The case's network (conformance.network.load_network) as a quantized, verified graph."""
     net = load_network(case)
     input_scale, scales = output_scales(net.layers)
-    first = -int(net.layers[0].params.get("input_offset", 0))
-    chain = _Chain(f"{case.name}_input", (BATCH, *net.input_shape), input_scale, first, str(case.json_path))
+    first = net.layers[0].params
+    zero_point = -first.input_offset if isinstance(first, ConvParams | FullyConnectedParams) else 0
+    chain = _Chain(
+        f"{case.name}_input", (BATCH, *net.input_shape), input_scale, zero_point, str(case.json_path)
+    )
     for layer, scale in zip(net.layers, scales, strict=True):
         if layer.kind is LayerKind.FULLY_CONNECTED and len(chain.shape) != 2:
             chain.flatten(f"{layer.name}_flatten")
@@ -72,7 +83,8 @@ def output_scales(layers: Sequence[Layer]) -> tuple[float, list[float]]:
         if layer.kind is not LayerKind.SOFTMAX:
             continue
         scales[i] = SOFTMAX_OUTPUT[0]
-        fixed = softmax_input_scale(int(layer.params["mult"]), int(layer.params["shift"]))
+        softmax = layer.params_as(SoftmaxParams)
+        fixed = softmax_input_scale(softmax.mult, softmax.shift)
         j = i - 1
         while j >= 0 and layers[j].kind in _KEEPS_QPARAMS:
             scales[j], j = fixed, j - 1
@@ -93,7 +105,7 @@ def softmax_input_scale(mult: int, shift: int) -> float:
     return float(np.ldexp(float(mult), shift - 31 - (31 - SOFTMAX_INT_BITS)))
 
 
-def effective_multipliers(multiplier: Any, shift: Any) -> np.ndarray:
+def effective_multipliers(multiplier: int | Array, shift: int | Array) -> Array:
     """multiplier * 2^(shift - 31), exactly (a 31-bit integer times a power of two is a float64)."""
     return np.ldexp(np.asarray(multiplier, np.float64), np.asarray(shift, np.int64) - 31)
 
@@ -163,20 +175,20 @@ def _bias(name: str, values: np.ndarray | None, scale: np.ndarray) -> Tensor:
 # -- layers ---------------------------------------------------------------------------------------
 
 
-def _ints(values: Any) -> list[int]:
+def _ints(values: Array) -> list[int]:
     return [int(v) for v in np.asarray(values).ravel()]
 
 
-def _clamp(layer: Layer) -> dict[str, int]:
-    return {"act_min": int(layer.params["act_min"]), "act_max": int(layer.params["act_max"])}
+def _clamp(clamped: Window | FullyConnectedParams) -> dict[str, int]:
+    return {"act_min": clamped.act_min, "act_max": clamped.act_max}
 
 
-def _window(layer: Layer, in_shape: Shape, out_shape: Shape, kernel: Sequence[int]) -> dict[str, Any]:
+def _window(
+    window: Window, dilation: Pair, in_shape: Shape, out_shape: Shape, kernel: Sequence[int]
+) -> dict[str, Any]:
     """The float graph's attrs of a windowed op: strides, dilations and pads (top, left, bottom, right),
     the after side being what the output size implies (as CMSIS-NN derives it)."""
-    stride = tuple(int(s) for s in layer.params["stride"])
-    dilation = tuple(int(d) for d in layer.params.get("dilation", (1, 1)))
-    before = tuple(int(p) for p in layer.params["padding"])
+    stride, before = window.stride, window.padding
     total = [
         max(0, (o - 1) * s + (k - 1) * d + 1 - i)
         for o, s, k, d, i in zip(out_shape[1:3], stride, kernel, dilation, in_shape[1:3], strict=True)
@@ -186,39 +198,37 @@ def _window(layer: Layer, in_shape: Shape, out_shape: Shape, kernel: Sequence[in
 
 
 def _weighted(
-    chain: _Chain, layer: Layer, scale: float, axis: int | None
+    chain: _Chain, layer: Layer, p: ConvParams | FullyConnectedParams, scale: float, axis: int | None
 ) -> tuple[tuple[str, ...], dict[str, Any]]:
     """Advance past a conv / depthwise / fully connected layer: its output, weight and bias tensors, with
     weight scales s_w[c] = M[c] * s_out / s_in; returns (inputs, offsets and clamp params)."""
-    p = layer.params
     out_shape = (chain.shape[0], *layer.output_shape)
-    x, _, s_in, zp_in = chain.advance(f"{layer.name}_output", out_shape, scale, int(p["output_offset"]))
-    weights = np.asarray(p["weights"], np.int8)
-    s_w = effective_multipliers(p["multiplier"], p["shift"]) * scale / s_in
+    x, _, s_in, zp_in = chain.advance(f"{layer.name}_output", out_shape, scale, p.output_offset)
+    weights = np.asarray(p.weights, np.int8)
+    s_w = effective_multipliers(p.multiplier, p.shift) * scale / s_in
     channels = weights.shape[0 if axis is None else axis]
     w = chain.constant(_weight(f"{layer.name}.weight", weights, s_w, axis))
-    b = chain.constant(
-        _bias(f"{layer.name}.bias", p["bias"], np.broadcast_to(s_in * s_w, (channels,)).copy())
-    )
-    if -zp_in != int(p["input_offset"]):
+    b = chain.constant(_bias(f"{layer.name}.bias", p.bias, np.broadcast_to(s_in * s_w, (channels,)).copy()))
+    if -zp_in != p.input_offset:
         # One tensor has one zero point: a layer must read the offset its producer wrote.
         raise VectorCaseError(
             chain.source,
-            f"layer {layer.name}: input_offset {p['input_offset']} does not match the zero point {zp_in}"
+            f"layer {layer.name}: input_offset {p.input_offset} does not match the zero point {zp_in}"
             f" of its input {x!r}; the network's offsets do not chain",
         )
-    params = {"input_offset": -zp_in, "output_offset": chain.zero_point, **_clamp(layer)}
+    clamped = p.window if isinstance(p, ConvParams) else p
+    params = {"input_offset": -zp_in, "output_offset": chain.zero_point, **_clamp(clamped)}
     return (x, w, b), params
 
 
 def _add_conv(chain: _Chain, layer: Layer, scale: float) -> None:
     depthwise = layer.kind is LayerKind.DEPTHWISE_CONV_2D
-    in_shape = chain.shape
-    inputs, params = _weighted(chain, layer, scale, 3 if depthwise else 0)
-    attrs = _window(layer, in_shape, chain.shape, np.shape(layer.params["weights"])[1:3])
+    in_shape, p = chain.shape, layer.params_as(ConvParams)
+    inputs, params = _weighted(chain, layer, p, scale, 3 if depthwise else 0)
+    attrs = _window(p.window, p.dilation, in_shape, chain.shape, np.shape(p.weights)[1:3])
     params.update(
-        multiplier=_ints(layer.params["multiplier"]),
-        shift=_ints(layer.params["shift"]),
+        multiplier=_ints(p.multiplier),
+        shift=_ints(p.shift),
         stride=list(attrs["strides"]),
         padding=list(attrs["pads"][:2]),
         dilation=list(attrs["dilations"]),
@@ -233,31 +243,31 @@ def _add_conv(chain: _Chain, layer: Layer, scale: float) -> None:
 
 def _add_fully_connected(chain: _Chain, layer: Layer, scale: float) -> None:
     # One multiplier in the vectors: arm_fully_connected_s8 with per-tensor weights.
-    inputs, params = _weighted(chain, layer, scale, None)
-    params.update(
-        multiplier=int(layer.params["multiplier"]), shift=int(layer.params["shift"]), filter_offset=0
-    )
+    p = layer.params_as(FullyConnectedParams)
+    inputs, params = _weighted(chain, layer, p, scale, None)
+    params.update(multiplier=p.multiplier, shift=p.shift, filter_offset=0)
     attrs = {"kernel": layer.kind.c_function, "params": params}
     chain.node(layer.name, Op.FULLY_CONNECTED, inputs, attrs)
 
 
 def _add_pool(chain: _Chain, layer: Layer, scale: float) -> None:
-    window = [int(k) for k in layer.params["kernel"]]
+    p = layer.params_as(PoolParams)
+    window = list(p.kernel)
     out_shape = (chain.shape[0], *layer.output_shape)
     x, in_shape, _, _ = chain.advance(f"{layer.name}_output", out_shape, scale, chain.zero_point)
-    attrs = _window(layer, in_shape, out_shape, window)
+    attrs = _window(p.window, (1, 1), in_shape, out_shape, window)
     del attrs["dilations"]
     params = {"kernel": window, "stride": list(attrs["strides"]), "padding": list(attrs["pads"][:2])}
     if layer.kind is LayerKind.AVERAGE_POOL_2D:
         attrs["count_include_pad"] = False
     # As in quantize_graph, the float graph's window attr "kernel" gives way to the CMSIS-NN function.
-    attrs.update(kernel=layer.kind.c_function, params={**params, **_clamp(layer)})
+    attrs.update(kernel=layer.kind.c_function, params={**params, **_clamp(p.window)})
     chain.node(layer.name, _POOL_OPS[layer.kind], (x,), attrs)
 
 
 def _add_softmax(chain: _Chain, layer: Layer, scale: float) -> None:
-    p = layer.params
-    params = {"mult": int(p["mult"]), "shift": int(p["shift"]), "diff_min": int(p["diff_min"])}
+    p = layer.params_as(SoftmaxParams)
+    params = {"mult": p.mult, "shift": p.shift, "diff_min": p.diff_min}
     x, *_ = chain.advance(f"{layer.name}_output", (chain.shape[0], *layer.output_shape), *SOFTMAX_OUTPUT)
     attrs = {"axis": len(chain.shape) - 1, "kernel": layer.kind.c_function, "params": params}
     chain.node(layer.name, Op.SOFTMAX, (x,), attrs)

@@ -63,6 +63,7 @@ def about(describe: Callable[[Any], str]) -> Callable[[P], P]:
     """Attach to a predicate the sentence on what a failing node has, e.g. "its input is 3-D"."""
 
     def attach(check: P) -> P:
+        # A function takes attributes at run time but has no `about` in its type; explain() reads it back.
         check.about = describe  # type: ignore[attr-defined]
         return check
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 import numpy as np
@@ -133,11 +133,11 @@ def int8_outputs(qgraph: Graph, data: DataSet, batch_size: int = 64) -> np.ndarr
 
 
 def _batches(data: DataSet, size: int, progress: bool) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
-    starts = range(0, len(data), size)
+    starts: Iterable[int] = range(0, len(data), size)
     if progress:
         from rich.progress import track
 
-        starts = track(starts, description="evaluating", transient=True)  # type: ignore[assignment]
+        starts = track(starts, description="evaluating", transient=True)
     for start in starts:
         y = None if data.y is None else data.y[start : start + size]
         yield data.x[start : start + size], y

@@ -16,11 +16,11 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from quantcore.cmsis_nn import CmsisNn, CmsisNnBuildError, build_host_library, run_checked
+from quantcore.conformance.layer_params import ConvParams, FullyConnectedParams, PoolParams, SoftmaxParams
 from quantcore.conformance.network import Layer, LayerKind, Network
 from quantcore.errors import QuantcoreError
 from quantcore.kernels.requantize import Rounding
@@ -101,7 +101,7 @@ def _hwc(shape: tuple[int, ...]) -> tuple[int, int, int]:
     return h, w, c
 
 
-def _array(values: Any, dtype: type[np.generic]) -> bytes:
+def _array(values: np.ndarray | None, dtype: type[np.generic]) -> bytes:
     """One array record; None (e.g. no bias) is an empty array, which the runner passes as NULL."""
     item = np.dtype(dtype).itemsize
     if values is None:
@@ -114,27 +114,33 @@ def _array(values: Any, dtype: type[np.generic]) -> bytes:
     return _i32(item, len(data) // item) + data + bytes(-len(data) % 4)
 
 
-def _conv(p: dict[str, Any]) -> tuple[list[int], list[bytes]]:
-    scalars = [p["input_offset"], p["output_offset"], *p["stride"], *p["padding"], *p["dilation"]]
-    scalars += [p["act_min"], p["act_max"], *p["weights"].shape]
-    arrays = [_array(p["weights"], np.int8), _array(p["bias"], np.int32)]
-    return scalars, [*arrays, _array(p["multiplier"], np.int32), _array(p["shift"], np.int32)]
+def _conv(layer: Layer) -> tuple[list[int], list[bytes]]:
+    p = layer.params_as(ConvParams)
+    w = p.window
+    scalars = [p.input_offset, p.output_offset, *w.stride, *w.padding, *p.dilation]
+    scalars += [w.act_min, w.act_max, *p.weights.shape]
+    arrays = [_array(p.weights, np.int8), _array(p.bias, np.int32)]
+    return scalars, [*arrays, _array(p.multiplier, np.int32), _array(p.shift, np.int32)]
 
 
-def _pool(p: dict[str, Any]) -> tuple[list[int], list[bytes]]:
-    return [*p["kernel"], *p["stride"], *p["padding"], p["act_min"], p["act_max"]], []
+def _pool(layer: Layer) -> tuple[list[int], list[bytes]]:
+    p = layer.params_as(PoolParams)
+    w = p.window
+    return [*p.kernel, *w.stride, *w.padding, w.act_min, w.act_max], []
 
 
-def _fully_connected(p: dict[str, Any]) -> tuple[list[int], list[bytes]]:
-    scalars = [p["input_offset"], p["output_offset"], p["multiplier"], p["shift"], p["act_min"], p["act_max"]]
-    return scalars, [_array(p["weights"], np.int8), _array(p["bias"], np.int32)]
+def _fully_connected(layer: Layer) -> tuple[list[int], list[bytes]]:
+    p = layer.params_as(FullyConnectedParams)
+    scalars = [p.input_offset, p.output_offset, p.multiplier, p.shift, p.act_min, p.act_max]
+    return scalars, [_array(p.weights, np.int8), _array(p.bias, np.int32)]
 
 
-def _softmax(p: dict[str, Any]) -> tuple[list[int], list[bytes]]:
-    return [p["mult"], p["shift"], p["diff_min"]], []
+def _softmax(layer: Layer) -> tuple[list[int], list[bytes]]:
+    p = layer.params_as(SoftmaxParams)
+    return [p.mult, p.shift, p.diff_min], []
 
 
-_RECORDS: dict[LayerKind, Callable[[dict[str, Any]], tuple[list[int], list[bytes]]]] = {
+_RECORDS: dict[LayerKind, Callable[[Layer], tuple[list[int], list[bytes]]]] = {
     LayerKind.CONV_2D: _conv,
     LayerKind.DEPTHWISE_CONV_2D: _conv,
     LayerKind.AVERAGE_POOL_2D: _pool,
@@ -145,7 +151,7 @@ _RECORDS: dict[LayerKind, Callable[[dict[str, Any]], tuple[list[int], list[bytes
 
 
 def _layer(layer: Layer) -> bytes:
-    scalars, arrays = _RECORDS[layer.kind](layer.params)
+    scalars, arrays = _RECORDS[layer.kind](layer)
     head = _i32(_KIND_CODE[layer.kind], *_hwc(layer.input_shape), *_hwc(layer.output_shape))
     return head + _i32(len(scalars), *scalars) + _i32(len(arrays)) + b"".join(arrays)
 

@@ -50,7 +50,7 @@ def _i32(*values: int) -> bytes:
     return struct.pack(f"<{len(values)}i", *(int(v) for v in values))
 
 
-def _array(values: Any, dtype: type[np.generic]) -> bytes:
+def _array(values: np.ndarray[Any, Any], dtype: type[np.generic]) -> bytes:
     given = np.asarray(values)
     typed = given.astype(np.dtype(dtype).newbyteorder("<"))
     if not np.array_equal(typed, given):
@@ -87,6 +87,10 @@ def serialise_lstm(
         gates += _array(g.input_effective_bias, bias) + _array(g.hidden_effective_bias, bias)
     state = b""
     if hidden_state is not None:
+        if cell_state is None:  # as the reference (kernels.lstm) refuses it: the C reads both
+            raise HostRunError(
+                "cell_state must be given with a hidden_state (the C reads it as the starting cell)"
+            )
         state = _array(hidden_state, io) + _array(cell_state, np.int16)
     return head + scalars + gates + _array(x, io) + state
 

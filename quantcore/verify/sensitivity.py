@@ -190,7 +190,6 @@ def layer_sensitivity(
     ref = [np.concatenate(reference)]
     results = []
     for node in layers:
-        drop = (classes[node.name].top1_float, classes[node.name].top1_int8) if classifier else (None, None)
         step = _step(qgraph, node)
         gradient = None if gradients is None else gradients.get(node.name)
         results.append(
@@ -198,7 +197,7 @@ def layer_sensitivity(
                 name=node.name,
                 op=node.op.json_name,
                 output_sqnr_db=output_sqnr_db(ref, [np.concatenate(alone[node.name])]),
-                top1_drop_points=None if None in drop else 100.0 * (drop[0] - drop[1]),  # type: ignore[operator]
+                top1_drop_points=_drop_points(classes[node.name]) if classifier else None,
                 gradient=gradient,
                 gradient_noise=None if gradient is None else gradient * step / math.sqrt(12.0),
                 int16_capable=node.op in S16_CAPABLE,
@@ -207,6 +206,12 @@ def layer_sensitivity(
     return SensitivityReport(
         model, params_file, len(data), output_sqnr_db(ref, [np.concatenate(full)]), results, classifier
     )
+
+
+def _drop_points(counts: ClassificationAccumulator) -> float | None:
+    """Top-1 lost with the layer quantized alone, in percentage points; None when a rate is unknown."""
+    top1_float, top1_int8 = counts.top1_float, counts.top1_int8
+    return None if top1_float is None or top1_int8 is None else 100.0 * (top1_float - top1_int8)
 
 
 def _with_one_layer_quantized(

@@ -148,11 +148,13 @@ def inner_outputs(model: TflModel) -> list[int]:
     producers = {op.outputs[0]: op for op in model.operators if op.outputs}
     inner = []
     for index in model.outputs:
-        op: Any = producers.get(index)
-        edge = (
-            model.tensors[index].dtype not in _INTEGER
-            and op is not None
+        op = producers.get(index)
+        if (
+            op is not None
             and op.op in ("DEQUANTIZE", "QUANTIZE")
-        )
-        inner.append(op.inputs[0] if edge else index)
+            and model.tensors[index].dtype not in _INTEGER
+        ):
+            inner.append(op.inputs[0])
+        else:
+            inner.append(index)
     return inner

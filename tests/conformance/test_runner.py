@@ -72,6 +72,25 @@ def test_a_network_with_a_layer_missing_its_weights_fails_naming_the_array(
     assert "ds_cnn_s_layer_5_conv_2d_weights is missing" in result.detail
 
 
+@pytest.mark.parametrize(
+    ("kernel", "case", "define"),
+    [
+        ("arm_convolve_s8", "basic", "BASIC_STRIDE_X"),
+        ("arm_ds_cnn_s_s8", "ds_cnn_s", "AVERAGE_POOL_2D_10_STRIDE_W"),
+    ],
+)
+def test_a_define_that_is_not_an_integer_fails_naming_it(
+    vectors: Path, tmp_path: Path, kernel: str, case: str, define: str
+) -> None:
+    copied = _copy_case(vectors / kernel / f"{case}.json", tmp_path, kernel, case)
+    meta = json.loads(copied.read_text())
+    meta["defines"][define] = 1.5
+    copied.write_text(json.dumps(meta))
+    [result] = run_all(tmp_path)
+    assert result.status is Status.FAIL
+    assert result.detail == f"error: {copied}: define {define} is 1.5, not an integer"
+
+
 def test_missing_folder_is_a_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["conformance", "--vectors", str(tmp_path / "nope")]) == 2
     assert "is not a directory of test vectors" in capsys.readouterr().err

@@ -17,11 +17,12 @@ import pytest
 from quantcore import cmsis_nn
 from quantcore.conformance.adapters.recurrent import case_lstm_params
 from quantcore.conformance.cases import VectorCase
-from quantcore.errors import CmsisNnNotFound
+from quantcore.errors import CmsisNnNotFound, KernelArgumentError
 from quantcore.kernels.lstm import LstmResult, lstm_unidirectional_s8, lstm_unidirectional_s16
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import svdf_s8, svdf_state_s16_s8
-from quantcore.verify.host_recurrent import build_recurrent_runner, run_lstm, run_svdf
+from quantcore.verify.host_cmsis_nn import HostRunError
+from quantcore.verify.host_recurrent import build_recurrent_runner, run_lstm, run_svdf, serialise_lstm
 from tests import needs
 from tests.conftest import vectors_dir
 from tests.kernels.recurrent_calls import lstm_call, svdf_calls
@@ -81,6 +82,17 @@ def test_lstm_matches_compiled_cmsis_nn(
         theirs, _ = run_lstm(runner, call.x, call.params, hidden_state=hidden, cell_state=cell)
         failures += [f"seed {seed}: {d}" for d in _lstm_differences(ours, theirs)]
     assert failures == []
+
+
+def test_a_hidden_state_without_a_cell_state_is_refused_as_the_reference_refuses_it() -> None:
+    call = lstm_call(np.random.default_rng(21), s16=False, time_major=True, stateful=True)
+    with pytest.raises(KernelArgumentError) as reference:
+        lstm_unidirectional_s8(call.x, call.params, hidden_state=call.hidden_state)
+    with pytest.raises(HostRunError) as runner:
+        serialise_lstm(call.x, call.params, call.hidden_state, None)
+    problem = "must be given with a hidden_state (the C reads it as the starting cell)"
+    assert str(reference.value) == f"arm_lstm_unidirectional_s8: argument 'cell_state' {problem}"
+    assert str(runner.value) == f"cell_state {problem}"
 
 
 @pytest.mark.parametrize("s16_state", [False, True], ids=["svdf_s8", "svdf_state_s16_s8"])

@@ -12,33 +12,31 @@ offsets and rounds once (arm_nn_requantize_s64), so neither the offsets nor `rou
 
 from __future__ import annotations
 
-from typing import Any
-
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.cases import Array, VectorCase
 from quantcore.conformance.registry import Outcome, adapter, outcome
 from quantcore.errors import VectorCaseError
 from quantcore.kernels.batch_matmul import batch_matmul_s8, batch_matmul_s16
 from quantcore.kernels.requantize import Rounding
 
 
-def _operand(case: VectorCase, side: str, adjoint: bool) -> Any:
+def _operand(case: VectorCase, side: str, adjoint: bool) -> Array:
     """The `side` ("LHS"/"RHS") array and shape the unit test passes; the rhs is stored transposed
     unless ADJ_Y says the input already is."""
     rows, cols = case.define(f"{side}_ROWS"), case.define(f"{side}_COLS")
     transposed = adjoint if side == "LHS" else not adjoint
-    shape = (case.define(f"{side}_BATCH"), case.define(f"{side}_HEIGHT"))
-    shape += (cols, rows) if transposed else (rows, cols)
+    matrix = (cols, rows) if transposed else (rows, cols)
+    shape = (case.define(f"{side}_BATCH"), case.define(f"{side}_HEIGHT"), *matrix)
     name = f"{side.lower()}_{'transposed' if transposed else 'input'}_tensor"
     return case.array(name).reshape(shape)
 
 
-def _operands(case: VectorCase) -> tuple[Any, Any]:
+def _operands(case: VectorCase) -> tuple[Array, Array]:
     lhs = _operand(case, "LHS", bool(case.define("ADJ_X")))
     rhs = _operand(case, "RHS", bool(case.define("ADJ_Y")))
     return lhs, rhs
 
 
-def _expected(case: VectorCase) -> Any:
+def _expected(case: VectorCase) -> Array:
     expected = case.array("output_ref", "output")
     shape = tuple(case.define(f"OUTPUT_{d}") for d in ("BATCH", "HEIGHT", "ROWS", "COLS"))
     if expected.size != case.define("DST_SIZE"):
@@ -80,7 +78,7 @@ def batch_matmul_s16_case(case: VectorCase, rounding: Rounding) -> Outcome:
     return _compare(case, actual)
 
 
-def _compare(case: VectorCase, actual: Any) -> Outcome:
+def _compare(case: VectorCase, actual: Array) -> Outcome:
     expected = _expected(case)
     if actual.shape != expected.shape:
         # The C writes output_dims' n * h matrices whatever the operands; a mismatch is a wiring error.

@@ -9,23 +9,49 @@ variants exist for.
 
 from __future__ import annotations
 
-from quantcore.conformance.cases import VectorCase
+from typing import TypedDict
+
+from quantcore.conformance.cases import Array, VectorCase
 from quantcore.conformance.registry import Outcome, adapter, outcome
 from quantcore.kernels.conv import convolve_s8, depthwise_conv_s8
 from quantcore.kernels.fully_connected import fully_connected_s8
 from quantcore.kernels.requantize import Rounding
 
 
-def _geometry(case: VectorCase) -> dict[str, tuple[int, int]]:
+class Window(TypedDict):
+    """The window keywords of the reference convolutions, as the unit tests fill cmsis_nn_conv_params."""
+
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    output_hw: tuple[int, int]
+
+
+class PerChannel(Window):
+    """The keywords every per-channel int8 / int4 convolution case passes besides its dilation (which
+    arm_depthwise_conv_s4_opt does not take)."""
+
+    multiplier: Array
+    shift: Array
+    input_offset: int
+    output_offset: int
+    act_min: int
+    act_max: int
+    rounding: Rounding
+
+
+def _geometry(case: VectorCase) -> Window:
     return {
         "stride": (case.define("STRIDE_Y"), case.define("STRIDE_X")),
         "padding": (case.define("PAD_Y"), case.define("PAD_X")),
-        "dilation": (case.define("DILATION_Y", 1), case.define("DILATION_X", 1)),
         "output_hw": (case.define("OUTPUT_H"), case.define("OUTPUT_W")),
     }
 
 
-def _common(case: VectorCase, rounding: Rounding) -> dict[str, object]:
+def _dilation(case: VectorCase) -> tuple[int, int]:
+    return (case.define("DILATION_Y", 1), case.define("DILATION_X", 1))
+
+
+def _common(case: VectorCase, rounding: Rounding) -> PerChannel:
     return {
         "multiplier": case.array("output_mult", "output_multiplier"),
         "shift": case.array("output_shift"),
@@ -45,7 +71,7 @@ def conv_s8(case: VectorCase, rounding: Rounding) -> Outcome:
         case.define("OUT_CH"), case.define("FILTER_Y"), case.define("FILTER_X"), filter_ch
     )
     bias = case.array("biases", "bias", required=False)
-    out = convolve_s8(case.nhwc_input(), weights, bias, **_common(case, rounding))
+    out = convolve_s8(case.nhwc_input(), weights, bias, dilation=_dilation(case), **_common(case, rounding))
     return outcome(out, case.array("output_ref", "output"))
 
 
@@ -55,7 +81,9 @@ def depthwise_s8(case: VectorCase, rounding: Rounding) -> Outcome:
         1, case.define("FILTER_Y"), case.define("FILTER_X"), case.define("OUT_CH")
     )
     bias = case.array("biases", "bias", required=False)
-    out = depthwise_conv_s8(case.nhwc_input(), weights, bias, **_common(case, rounding))
+    out = depthwise_conv_s8(
+        case.nhwc_input(), weights, bias, dilation=_dilation(case), **_common(case, rounding)
+    )
     return outcome(out, case.array("output_ref", "output"))
 
 
@@ -64,6 +92,8 @@ def fully_connected(case: VectorCase, rounding: Rounding) -> Outcome:
     depth = case.define("ACCUMULATION_DEPTH")
     x = case.array("input").reshape(case.define("INPUT_BATCHES"), depth)
     weights = case.array("weights").reshape(case.define("OUT_CH"), depth)
+    multiplier: int | Array
+    shift: int | Array
     if case.has_define("OUTPUT_MULTIPLIER"):
         multiplier, shift = case.define("OUTPUT_MULTIPLIER"), case.define("OUTPUT_SHIFT")
     else:  # per-channel case: the multipliers and shifts are arrays

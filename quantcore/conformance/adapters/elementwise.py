@@ -10,29 +10,20 @@ activation defines (the C kernels take none of them).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.cases import Array, VectorCase
 from quantcore.conformance.registry import Outcome, adapter, outcome
 from quantcore.errors import VectorCaseError
 from quantcore.kernels import elementwise as ew
 from quantcore.kernels.requantize import Rounding
 
 
-def _required(case: VectorCase, *suffixes: str) -> np.ndarray[Any, Any]:
-    """The first existing `<case>_<suffix>`; VectorCase.array raises VectorCaseError when none exists."""
-    array = case.array(*suffixes)
-    if array is None:  # unreachable with required=True; narrows the type
-        raise VectorCaseError(str(case.npz_path), f"no array {suffixes}")
-    return array
-
-
-def _vectors(case: VectorCase, dtype: type[np.generic]) -> tuple[np.ndarray[Any, Any], ...]:
+def _vectors(case: VectorCase, dtype: type[np.generic]) -> tuple[Array, ...]:
     """(input1, input2, expected), each the DST_SIZE elements the unit test hands to the C kernel."""
     size = int(case.define("DST_SIZE"))
-    arrays = (_required(case, "input1"), _required(case, "input2"), _required(case, "output_ref", "output"))
+    arrays = (case.array("input1"), case.array("input2"), case.array("output_ref", "output"))
     for array in arrays:
         if array.size < size:
             raise VectorCaseError(
@@ -105,8 +96,8 @@ def _dims(case: VectorCase, suffix: str) -> tuple[int, int, int, int]:
     return n, h, w, c
 
 
-def _tensor(case: VectorCase, name: str, dims: tuple[int, int, int, int]) -> np.ndarray[Any, Any]:
-    array = _required(case, name)
+def _tensor(case: VectorCase, name: str, dims: tuple[int, int, int, int]) -> Array:
+    array = case.array(name)
     if array.size != int(np.prod(dims)):
         raise VectorCaseError(
             str(case.npz_path), f"{case.prefix}_{name} has {array.size} values, dims {dims}"
@@ -114,10 +105,10 @@ def _tensor(case: VectorCase, name: str, dims: tuple[int, int, int, int]) -> np.
     return array.astype(np.int8).reshape(dims)
 
 
-def _extremum(case: VectorCase, kernel: Callable[[Any, Any], np.ndarray[Any, Any]]) -> Outcome:
+def _extremum(case: VectorCase, kernel: Callable[[Array, Array], Array]) -> Outcome:
     a = _tensor(case, "input_tensor_1", _dims(case, "_1"))
     b = _tensor(case, "input_tensor_2", _dims(case, "_2"))
-    expected = _required(case, "output_ref", "output")
+    expected = case.array("output_ref", "output")
     actual = kernel(a, b)
     out_dims = _dims(case, "")
     if actual.shape != out_dims:

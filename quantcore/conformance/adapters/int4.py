@@ -16,10 +16,8 @@ generations, and of `input` and `output_shift`, which both define, only one: suc
 
 from __future__ import annotations
 
-import numpy as np
-
-from quantcore.conformance.adapters.conv import _common
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.adapters.conv import PerChannel, _common, _dilation
+from quantcore.conformance.cases import Array, VectorCase
 from quantcore.conformance.registry import Outcome, Skip, adapter, outcome
 from quantcore.kernels.int4 import (
     convolve_s4,
@@ -51,21 +49,21 @@ def _has(case: VectorCase, suffix: str) -> bool:
     return case.array(suffix, required=False) is not None
 
 
-def _per_channel(case: VectorCase, rounding: Rounding) -> dict[str, object]:
+def _per_channel(case: VectorCase, rounding: Rounding) -> PerChannel:
     _one_generation(case)
     return _common(case, rounding)
 
 
 # With one generation in the case, each role below has one array, under either generation's name.
-def _weights(case: VectorCase) -> np.ndarray:
+def _weights(case: VectorCase) -> Array:
     return case.array("input_weights", "weights")
 
 
-def _bias(case: VectorCase) -> np.ndarray | None:
+def _bias(case: VectorCase) -> Array | None:
     return case.array("input_bias", "biases", "bias", required=False)
 
 
-def _expected(case: VectorCase) -> np.ndarray:
+def _expected(case: VectorCase) -> Array:
     return case.array("output", "output_ref")
 
 
@@ -73,7 +71,8 @@ def _expected(case: VectorCase) -> np.ndarray:
 def conv_s4(case: VectorCase, rounding: Rounding) -> Outcome:
     params = _per_channel(case, rounding)
     shape = (case.define("OUT_CH"), case.define("FILTER_Y"), case.define("FILTER_X"), case.define("IN_CH"))
-    out = convolve_s4(case.nhwc_input(), _weights(case), _bias(case), weights_shape=shape, **params)
+    x, weights, bias, dilation = case.nhwc_input(), _weights(case), _bias(case), _dilation(case)
+    out = convolve_s4(x, weights, bias, weights_shape=shape, dilation=dilation, **params)
     return outcome(out, _expected(case))
 
 
@@ -81,14 +80,14 @@ def conv_s4(case: VectorCase, rounding: Rounding) -> Outcome:
 def depthwise_s4(case: VectorCase, rounding: Rounding) -> Outcome:
     params = _per_channel(case, rounding)
     shape = (1, case.define("FILTER_Y"), case.define("FILTER_X"), case.define("OUT_CH"))
-    out = depthwise_conv_s4(case.nhwc_input(), _weights(case), _bias(case), weights_shape=shape, **params)
+    x, weights, bias, dilation = case.nhwc_input(), _weights(case), _bias(case), _dilation(case)
+    out = depthwise_conv_s4(x, weights, bias, weights_shape=shape, dilation=dilation, **params)
     return outcome(out, _expected(case))
 
 
 @adapter("arm_depthwise_conv_s4_opt")
 def depthwise_s4_opt(case: VectorCase, rounding: Rounding) -> Outcome:
-    params = _per_channel(case, rounding)
-    del params["dilation"]  # the C ignores it
+    params = _per_channel(case, rounding)  # no dilation: the C ignores it
     shape = (1, case.define("FILTER_Y"), case.define("FILTER_X"), case.define("OUT_CH"))
     out = depthwise_conv_s4_opt(case.nhwc_input(), _weights(case), _bias(case), weights_shape=shape, **params)
     return outcome(out, _expected(case))

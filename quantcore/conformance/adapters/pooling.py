@@ -8,17 +8,30 @@ requantization, so the build's rounding does not matter here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
-import numpy as np
-
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.cases import Array, VectorCase
 from quantcore.conformance.registry import Outcome, adapter, outcome
 from quantcore.kernels import pooling
 from quantcore.kernels.requantize import Rounding
 
-PoolFn = Callable[..., np.ndarray[Any, Any]]
+Pair = tuple[int, int]
+
+
+class PoolFn(Protocol):
+    """The keyword signature the four reference pools share (int8 or int16 in and out)."""
+
+    def __call__(
+        self,
+        x: Array,
+        *,
+        kernel: Pair,
+        stride: Pair,
+        padding: Pair,
+        act_min: int,
+        act_max: int,
+        output_hw: Pair,
+    ) -> Array: ...
 
 
 def _run_pool(case: VectorCase, pool: PoolFn) -> Outcome:

@@ -13,11 +13,9 @@ test_arm_svdf_s8, test_arm_svdf_state_s16_s8):
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.cases import Array, VectorCase
 from quantcore.conformance.registry import Outcome, Skip, adapter, outcome
 from quantcore.errors import VectorCaseError
 from quantcore.kernels.lstm import (
@@ -51,13 +49,16 @@ def _lstm(case: VectorCase, rounding: Rounding, s16: bool) -> Outcome:
     params = case_lstm_params(case, _time_major(case, batch), s16)
     x = _array(case, "input_tensor")
     shape = (steps, batch, size) if params.time_major else (batch, steps, size)
-    state: dict[str, Any] = {}
+    hidden_state: Array | None = None
+    cell_state: Array | None = None
     if "stateful" in case.name:
         dtype = np.int16 if s16 else np.int8
-        state["hidden_state"] = np.full((batch, hidden), case.define("OUTPUT_ZERO_POINT"), dtype=dtype)
-        state["cell_state"] = np.zeros((batch, hidden), dtype=np.int16)
+        hidden_state = np.full((batch, hidden), case.define("OUTPUT_ZERO_POINT"), dtype=dtype)
+        cell_state = np.zeros((batch, hidden), dtype=np.int16)
     run = lstm_unidirectional_s16 if s16 else lstm_unidirectional_s8
-    result = run(x.reshape(shape), params, rounding=rounding, **state)
+    result = run(
+        x.reshape(shape), params, hidden_state=hidden_state, cell_state=cell_state, rounding=rounding
+    )
     return outcome(result.output, _array(case, "output"))
 
 
@@ -154,7 +155,5 @@ def _svdf(case: VectorCase, rounding: Rounding, s16_state: bool) -> Outcome:
     return outcome(out, _array(case, "output_ref"))
 
 
-def _array(case: VectorCase, suffix: str) -> np.ndarray[Any, Any]:
-    data = case.array(suffix)
-    assert data is not None
-    return data
+def _array(case: VectorCase, suffix: str) -> Array:
+    return case.array(suffix)

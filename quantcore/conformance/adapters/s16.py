@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.adapters.conv import Window, _dilation, _geometry
+from quantcore.conformance.cases import Array, VectorCase
 from quantcore.conformance.registry import Outcome, Skip, adapter, outcome
 from quantcore.errors import VectorCaseError
 from quantcore.kernels.requantize import Rounding
@@ -26,15 +27,16 @@ from quantcore.kernels.s16 import (
 _INT32_BIAS_MARK = "xint32"
 
 
-def _geometry(case: VectorCase) -> dict[str, tuple[int, int]]:
-    return {
-        "stride": (case.define("STRIDE_Y"), case.define("STRIDE_X")),
-        "padding": (case.define("PAD_Y"), case.define("PAD_X")),
-        "output_hw": (case.define("OUTPUT_H"), case.define("OUTPUT_W")),
-    }
+class PerChannel(Window):
+    """The keywords every per-channel int16 convolution case passes besides its bias and dilation."""
+
+    multiplier: Array
+    shift: Array
+    act_min: int
+    act_max: int
 
 
-def _per_channel(case: VectorCase) -> dict[str, object]:
+def _per_channel(case: VectorCase) -> PerChannel:
     return {
         "multiplier": case.array("output_mult", "output_multiplier"),
         "shift": case.array("output_shift"),
@@ -44,11 +46,7 @@ def _per_channel(case: VectorCase) -> dict[str, object]:
     }
 
 
-def _dilation(case: VectorCase) -> tuple[int, int]:
-    return (case.define("DILATION_Y", 1), case.define("DILATION_X", 1))
-
-
-def _conv_bias(case: VectorCase) -> tuple[np.ndarray | None, bool]:
+def _conv_bias(case: VectorCase) -> tuple[Array | None, bool]:
     """The bias and cmsis_nn_bias_data.is_int32_bias as the unit test sets them for this case."""
     bias = case.array("biases", "bias", required=False)
     int32_bias = _INT32_BIAS_MARK in case.name
@@ -78,7 +76,7 @@ def conv_s16(case: VectorCase, rounding: Rounding) -> Outcome:
     return outcome(out, case.array("output_ref", "output"))
 
 
-def _dw_weights(case: VectorCase) -> np.ndarray:
+def _dw_weights(case: VectorCase) -> Array:
     return case.array("weights").reshape(
         1, case.define("FILTER_Y"), case.define("FILTER_X"), case.define("OUT_CH")
     )

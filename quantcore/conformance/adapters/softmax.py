@@ -8,17 +8,13 @@ tables itself. Only arm_softmax_s16 requantizes (arm_nn_requantize), so only it 
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.cases import Array, VectorCase
 from quantcore.conformance.registry import Outcome, adapter, outcome
 from quantcore.kernels import softmax
 from quantcore.kernels.requantize import Rounding
 
 
-def _input(case: VectorCase) -> np.ndarray[Any, Any]:
+def _input(case: VectorCase) -> Array:
     x = case.array("input")
     return x.reshape(case.define("NUM_ROWS"), case.define("ROW_SIZE"))
 

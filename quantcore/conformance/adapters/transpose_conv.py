@@ -11,15 +11,13 @@ biases array is one whose test passes a NULL bias.
 
 from __future__ import annotations
 
-import numpy as np
-
-from quantcore.conformance.cases import VectorCase
+from quantcore.conformance.cases import Array, VectorCase
 from quantcore.conformance.registry import Outcome, adapter, outcome
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.transpose_conv import transpose_conv_wrapper_s8
 
 
-def _weights(case: VectorCase) -> np.ndarray:
+def _weights(case: VectorCase) -> Array:
     shape = (case.define("OUT_CH"), case.define("FILTER_Y"), case.define("FILTER_X"), case.define("IN_CH"))
     return case.array("weights").reshape(shape)
 
