@@ -25,7 +25,7 @@ from fixpoint_server.parse.build_files import (
     pattern_covers,
 )
 from fixpoint_server.parse.build_files.build_query import BuildQuery, Evaluated
-from fixpoint_server.parse.build_files.make_text import _expand_make
+from fixpoint_server.parse.build_files.make_text import expand_make
 from fixpoint_server.parse.digest import digest
 from fixpoint_server.rules.context import CheckContext, FactsCache
 
@@ -152,7 +152,7 @@ def _variable_holds(result: Evaluated, name: str, flag: str) -> bool:
     if name == "recipe" or not name:
         return True
     for value in result.variables.get(name, ()):
-        expanded = _expand_make(value, dict(result.globals))
+        expanded = expand_make(value, dict(result.globals))
         if flag in expanded.split() or "$" in expanded:
             return True
     return False
