@@ -18,7 +18,7 @@ from watchdog.observers import Observer
 from quantcore.project import FILENAME
 
 if TYPE_CHECKING:
-    from fixpoint_server.app import FixpointServer
+    from fixpoint_server.language_server import FixpointServer
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from quantcore import display, untrusted
 from quantcore.project import read_roots
 
 if TYPE_CHECKING:
-    from fixpoint_server.app import FixpointServer
+    from fixpoint_server.language_server import FixpointServer
 
 REGENERATE = "fixpoint.regenerateModel"
 QUANTIZE = "fixpoint.quantize"

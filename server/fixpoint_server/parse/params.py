@@ -11,21 +11,35 @@ that compare C code with it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from fixpoint_server.findings import Span
+from fixpoint_server.parse.digest import digest
 from fixpoint_server.parse.json_positions import Located, locate
 from quantcore.ir import Graph, Node
+from quantcore.project import Project
 from quantcore.quantize import consistency, params_checks, params_json
 from quantcore.quantize.params_json import QuantParamsError
 from quantcore.quantize.params_problems import Problem
 
-if TYPE_CHECKING:
-    from fixpoint_server.rules.context import CheckContext
-
 JsonPath = tuple[str | int, ...]
+T = TypeVar("T")
+
+
+class Snapshot(Protocol):
+    """What a ParamsFile reads of the workspace snapshot a check runs on: rules.context.CheckContext is
+    one (parse sits below rules, so it is named by what it offers)."""
+
+    @property
+    def project(self) -> Project: ...
+
+    @property
+    def read_roots(self) -> list[Path]: ...
+
+    def memo(self, key: Any, compute: Callable[[], T]) -> T: ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +82,7 @@ class ParamsFile:
         entry = self.document.get("finetuned") if self.document is not None else None
         return self.path.parent / entry["weights"] if entry else None
 
-    def model_path(self, ctx: CheckContext) -> Path | None:
+    def model_path(self, ctx: Snapshot) -> Path | None:
         """The float model: the project's when this is the project's JSON, else the one the JSON names,
         if that path stays inside the workspace (`recorded_model_problem` says why not)."""
         if ctx.project.params is not None and ctx.project.params.resolve() == self.path.resolve():
@@ -78,11 +92,11 @@ class ParamsFile:
         candidate, _ = self._recorded_model(ctx)
         return candidate if candidate is not None and candidate.is_file() else None
 
-    def recorded_model_problem(self, ctx: CheckContext) -> str | None:
+    def recorded_model_problem(self, ctx: Snapshot) -> str | None:
         """Why the model path the JSON records cannot be followed (absolute, or out of the workspace)."""
         return self._recorded_model(ctx)[1]
 
-    def _recorded_model(self, ctx: CheckContext) -> tuple[Path | None, str | None]:
+    def _recorded_model(self, ctx: Snapshot) -> tuple[Path | None, str | None]:
         """The model path the JSON records, resolved, or why it cannot be followed; once per snapshot
         (several rules ask, and each answer resolves symlinks through the workspace's roots)."""
 
@@ -100,8 +114,6 @@ class ParamsFile:
 
 
 def read_params(path: Path, text: str) -> ParamsFile:
-    from fixpoint_server.rules.context import digest
-
     key = digest(text)
     try:
         located = locate(text)

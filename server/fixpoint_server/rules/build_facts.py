@@ -24,8 +24,9 @@ from fixpoint_server.parse.build_files import (
     mentions_cmsis_nn,
     pattern_covers,
 )
-from fixpoint_server.parse.build_files.build_query import BuildQuery, Evaluated, text_digest
-from fixpoint_server.parse.build_files.make_text import _expand_make
+from fixpoint_server.parse.build_files.build_query import BuildQuery, Evaluated
+from fixpoint_server.parse.build_files.make_text import expand_make
+from fixpoint_server.parse.digest import digest
 from fixpoint_server.rules.context import CheckContext, FactsCache
 
 _QUERY_ENTRY = ("build-query", Path())
@@ -107,7 +108,7 @@ def evaluation_problems(ctx: CheckContext) -> list[tuple[Path, str]]:
 
 
 def _current(ctx: CheckContext, result: Evaluated) -> bool:
-    return all(ctx.derived("build-query-digest", p, text_digest) == d for p, d in result.digests.items())
+    return all(ctx.derived("build-query-digest", p, digest) == d for p, d in result.digests.items())
 
 
 def _of(ctx: CheckContext, facts: BuildFacts) -> list[Evaluated]:
@@ -151,7 +152,7 @@ def _variable_holds(result: Evaluated, name: str, flag: str) -> bool:
     if name == "recipe" or not name:
         return True
     for value in result.variables.get(name, ()):
-        expanded = _expand_make(value, dict(result.globals))
+        expanded = expand_make(value, dict(result.globals))
         if flag in expanded.split() or "$" in expanded:
             return True
     return False

@@ -1,6 +1,6 @@
 """What the C rules (misaligned-array, unscaled-bias, wrong-zero-point) share: the CMSIS-NN kernel
-signatures (KERNELS), the workspace's C facts (c_workspace) and the matching of C names to the JSON's
-layers (Layers).
+signatures (KERNELS) and the matching of C names to the JSON's layers (Layers); the workspace's C
+facts they read come from incremental.c_workspace.
 
 Not a rule: it has no CODES and is not in RULE_MODULES.
 """
@@ -105,30 +105,6 @@ _KERNEL_SUFFIX = re.compile(r"_(?:s8|s16|s4|q7|q15)(?:_|$)")
 def is_kernel(name: str) -> bool:
     """Whether `name` is a CMSIS-NN integer kernel (or helper) whose pointers it reads with SIMD loads."""
     return name in KERNELS or (name.startswith("arm_") and _KERNEL_SUFFIX.search(name) is not None)
-
-
-# --------------------------------------------------------------------------------- the C workspace
-
-
-def c_workspace(ctx: CheckContext) -> CWorkspace:
-    """Every C file's facts, merged (built once per snapshot and shared by the C rules; in the server,
-    kept across snapshots and updated with the files that changed). Inside one file's part of a rule
-    (incremental.py), a view that records what of the other files the part reads."""
-    if ctx.incremental:
-        from fixpoint_server.rules.incremental import live_workspace
-
-        live = ctx.memo("c-workspace", lambda: live_workspace(ctx))
-        return live.view(ctx.recorder) if ctx.recorder is not None else live  # type: ignore[attr-defined]
-
-    def build() -> CWorkspace:
-        files = {}
-        for path in ctx.c_files():
-            cfile = ctx.c_file(path)
-            if cfile is not None:
-                files[path] = cfile
-        return CWorkspace(files)
-
-    return ctx.memo("c-workspace", build)
 
 
 def source_json(ws: CWorkspace, path: Path) -> str | None:

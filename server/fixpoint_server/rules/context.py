@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from fixpoint_server.parse.digest import digest
 from quantcore import display, limits, untrusted
 from quantcore.project import Project, read_roots
 
@@ -105,10 +105,6 @@ def _stamp(path: Path) -> str:
     """mtime and size: changes whenever the file does (a stat never opens the file)."""
     stat = path.stat()
     return f"{stat.st_mtime_ns}:{stat.st_size}"
-
-
-def digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -300,6 +300,25 @@ def live_workspace(ctx: CheckContext) -> CWorkspace:
     return live
 
 
+def c_workspace(ctx: CheckContext) -> CWorkspace:
+    """Every C file's facts, merged (built once per snapshot and shared by the C rules; in the server,
+    kept across snapshots and updated with the files that changed). Inside one file's part of a rule,
+    a view that records what of the other files the part reads."""
+    if ctx.incremental:
+        live = ctx.memo("c-workspace", lambda: live_workspace(ctx))
+        return live.view(ctx.recorder) if ctx.recorder is not None else live  # type: ignore[attr-defined]
+
+    def build() -> CWorkspace:
+        files = {}
+        for path in ctx.c_files():
+            cfile = ctx.c_file(path)
+            if cfile is not None:
+                files[path] = cfile
+        return CWorkspace(files)
+
+    return ctx.memo("c-workspace", build)
+
+
 # ------------------------------------------------------------------------------------- the engine
 
 
@@ -359,8 +378,6 @@ class Engine:
         self.reran = {}
         results: dict[str, list[Finding]] = {}
         try:
-            from fixpoint_server.rules.cmsis import c_workspace
-
             started = time.perf_counter()
             c_workspace(ctx)  # brought up to date whether or not a C rule runs: its sync point moves
             self.spent = {"c-workspace": time.perf_counter() - started}
@@ -488,8 +505,6 @@ def file_summaries_by_path(
 def whole_workspace(ctx: CheckContext) -> CWorkspace:
     """The C workspace itself, not a file's recording view: for what is kept per file across checks
     (the caller records that it reads every file)."""
-    from fixpoint_server.rules.cmsis import c_workspace
-
     recorder, ctx.recorder = ctx.recorder, None
     try:
         return c_workspace(ctx)

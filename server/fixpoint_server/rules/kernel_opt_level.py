@@ -41,6 +41,7 @@ from fixpoint_server.parse.build_files import (
     mentions_cmsis_nn,
     pattern_covers,
 )
+from fixpoint_server.rules.build_edits import flag_statement, ini_flag, line_before, make_flag
 from fixpoint_server.rules.build_facts import (
     builds_cmsis_nn,
     confirmed,
@@ -327,7 +328,7 @@ def _cmsis_default(ctx: CheckContext, kernels: KernelSources, facts: BuildFacts)
     line = f'set({CMSIS_NN_OPTIMIZATION_VARIABLE} "{KERNEL_LEVEL}" CACHE STRING "CMSIS-NN -O level" FORCE)'
     fix = Fix(
         f"Set {CMSIS_NN_OPTIMIZATION_VARIABLE} to {KERNEL_LEVEL}",
-        (_line_before(ctx, facts, ref.span, line),),
+        (line_before(ctx, facts, ref.span, line),),
         preferred=True,
     )
     return [
@@ -345,15 +346,6 @@ def _cmsis_level_set(kernels: KernelSources) -> bool:
         if facts.kind is BuildKind.CMAKE
         for use in facts.flags
     )
-
-
-def _line_before(ctx: CheckContext, facts: BuildFacts, span: Span, new_line: str) -> Edit:
-    """An edit inserting `new_line` before the statement that contains `span`, with its indentation."""
-    statement = next((s.span for s in facts.statements if s.span.line <= span.line <= s.span.end_line), span)
-    lines = (ctx.text(facts.path) or "").split("\n")
-    current = lines[statement.line] if statement.line < len(lines) else ""
-    indent = current[: len(current) - len(current.lstrip())]
-    return Edit(facts.path, Span.at(statement.line, 0), f"{indent}{new_line}\n")
 
 
 def _unevaluated(ctx: CheckContext) -> list[Finding]:
@@ -451,22 +443,7 @@ def _define_edit(ctx: CheckContext, facts: BuildFacts, span: Span) -> Edit:
     platformio on their global flags (a new line at the end of a Makefile that has none)."""
     flag = f"-D{ROUNDING_MACRO}"
     if facts.kind is BuildKind.CMAKE:
-        return _line_before(ctx, facts, span, f"add_compile_definitions({ROUNDING_MACRO})")
-    names = ("CFLAGS", "CPPFLAGS") if facts.kind is BuildKind.MAKE else ("build_flags",)
-    statements = [
-        s
-        for s in facts.statements
-        if s.keyword in names and (s.target is None or facts.kind is not BuildKind.MAKE)
-    ]
-    if statements:
-        return Edit(facts.path, statements[-1].append_at, " " + flag)
-    if facts.kind is BuildKind.PLATFORMIO:
-        sections = [
-            s for s in facts.statements if s.keyword == "section" and (s.target or "").startswith("env")
-        ]
-        if sections:
-            return Edit(facts.path, sections[0].append_at, f"\nbuild_flags = {flag}")
-    text = ctx.text(facts.path) or ""
-    head = "" if not text or text.endswith("\n") else "\n"
-    line = f"CFLAGS += {flag}" if facts.kind is BuildKind.MAKE else f"[env]\nbuild_flags = {flag}"
-    return Edit(facts.path, facts.end, f"{head}{line}\n")
+        return line_before(ctx, facts, span, f"add_compile_definitions({ROUNDING_MACRO})")
+    if facts.kind is BuildKind.MAKE:
+        return make_flag(ctx, facts, flag, flag_statement(facts, ("CFLAGS", "CPPFLAGS")), "CFLAGS")
+    return ini_flag(ctx, facts, flag, flag_statement(facts, ("build_flags",), env_only=False))

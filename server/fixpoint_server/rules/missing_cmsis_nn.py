@@ -47,6 +47,7 @@ from fixpoint_server.parse.build_files import (
     in_cmsis_nn,
     mentions_cmsis_nn,
 )
+from fixpoint_server.rules.build_edits import append_to, at_end, flag_statement, ini_flag, make_flag
 from fixpoint_server.rules.build_facts import builds_cmsis_nn, root_relative, user_build_facts
 from fixpoint_server.rules.context import CheckContext, FileKind, Reads
 
@@ -437,16 +438,6 @@ def _last_line(ctx: CheckContext, facts: BuildFacts) -> Span:
     return Span.at(len(lines) - 1, 0, len(lines[-1]))
 
 
-def _global(facts: BuildFacts, names: tuple[str, ...]) -> Statement | None:
-    """The last statement of those names (Make: global ones only; ini: in an [env] section)."""
-    found = [s for s in facts.statements if s.keyword in names]
-    if facts.kind is BuildKind.MAKE:
-        found = [s for s in found if s.target is None]
-    if facts.kind is BuildKind.PLATFORMIO:
-        found = [s for s in found if (s.target or "").startswith("env")]
-    return found[-1] if found else None
-
-
 def _target(facts: BuildFacts) -> str | None:
     """The CMake target the firmware is: its first executable, else its first library that is not CMSIS-NN."""
     executables = [t.name for t in facts.targets if t.kind == "executable"]
@@ -457,25 +448,25 @@ def _target(facts: BuildFacts) -> str | None:
 
 def _link_statement(facts: BuildFacts) -> Statement | None:
     if facts.kind is BuildKind.MAKE:
-        return _global(facts, ("LDLIBS", "LIBS")) or _global(facts, ("LDFLAGS",))
+        return flag_statement(facts, ("LDLIBS", "LIBS")) or flag_statement(facts, ("LDFLAGS",))
     if facts.kind is BuildKind.CMAKE:
         target = _target(facts)
         return next((s for s in facts.statements_named("target_link_libraries") if s.target == target), None)
     if facts.kind is BuildKind.PLATFORMIO:
-        return _global(facts, ("build_flags",))
+        return flag_statement(facts, ("build_flags",))
     return None
 
 
 def _include_statement(facts: BuildFacts) -> Statement | None:
     if facts.kind is BuildKind.MAKE:
-        return _global(facts, ("CFLAGS",)) or _global(facts, ("CPPFLAGS",))
+        return flag_statement(facts, ("CFLAGS",)) or flag_statement(facts, ("CPPFLAGS",))
     if facts.kind is BuildKind.CMAKE:
         target = _target(facts)
         return next(
             (s for s in facts.statements_named("target_include_directories") if s.target == target), None
         )
     if facts.kind is BuildKind.PLATFORMIO:
-        return _global(facts, ("build_flags",))
+        return flag_statement(facts, ("build_flags",))
     return None
 
 
@@ -518,7 +509,7 @@ def build_fixes(ctx: CheckContext, facts: BuildFacts, missing: Missing) -> tuple
 def _edits(ctx: CheckContext, facts: BuildFacts, wanted: Missing, include: str) -> list[Edit]:
     if facts.kind is BuildKind.PLATFORMIO:  # one build_flags option: a second one would be a duplicate key
         flags = [f"-l{LIBRARY}"] * wanted.library + [f"-I{include}"] * wanted.include
-        return [_ini_flags(ctx, facts, " ".join(flags))]
+        return [ini_flag(ctx, facts, " ".join(flags), flag_statement(facts, ("build_flags",)))]
     edits = _link_edits(ctx, facts) if wanted.library else []
     return _merge(edits + (_include_edits(ctx, facts, include) if wanted.include else []))
 
@@ -533,21 +524,11 @@ def _merge(edits: list[Edit]) -> list[Edit]:
     return list(merged.values())
 
 
-def _append(facts: BuildFacts, statement: Statement, item: str) -> Edit:
-    return Edit(facts.path, statement.append_at, " " + item)
-
-
-def _at_end(ctx: CheckContext, facts: BuildFacts, line: str) -> Edit:
-    text = ctx.text(facts.path) or ""
-    head = "" if not text or text.endswith("\n") else "\n"
-    return Edit(facts.path, facts.end, f"{head}{line}\n")
-
-
 def _after_target(ctx: CheckContext, facts: BuildFacts, target: str | None, line: str, fallback: str) -> Edit:
     """A new CMake command after the target's add_executable/add_library, else at the end of the file."""
     statement = _target_statement(facts)
     if target is None or statement is None:
-        return _at_end(ctx, facts, fallback)
+        return at_end(ctx, facts, fallback)
     end = Span.at(statement.span.end_line, statement.span.end_column)
     return Edit(facts.path, end, f"\n{line}")
 
@@ -556,13 +537,12 @@ def _link_edits(ctx: CheckContext, facts: BuildFacts) -> list[Edit]:
     flag = f"-l{LIBRARY}"
     if facts.kind is BuildKind.MAKE:
         # LDLIBS, not LDFLAGS: libraries must come after the objects on GNU ld's command line.
-        statement = _global(facts, ("LDLIBS", "LIBS"))
-        return [_append(facts, statement, flag) if statement else _at_end(ctx, facts, f"LDLIBS += {flag}")]
+        return [make_flag(ctx, facts, flag, flag_statement(facts, ("LDLIBS", "LIBS")), "LDLIBS")]
     if facts.kind is BuildKind.CMAKE:
         target = _target(facts)
         existing = _link_statement(facts)
         if existing is not None:
-            return [_append(facts, existing, LIBRARY)]
+            return [append_to(facts, existing, LIBRARY)]
         line = f"target_link_libraries({target} PRIVATE {LIBRARY})"
         return [_after_target(ctx, facts, target, line, f"link_libraries({LIBRARY})")]
     return []
@@ -570,27 +550,12 @@ def _link_edits(ctx: CheckContext, facts: BuildFacts) -> list[Edit]:
 
 def _include_edits(ctx: CheckContext, facts: BuildFacts, include: str) -> list[Edit]:
     if facts.kind is BuildKind.MAKE:
-        statement = _include_statement(facts)
-        return [
-            _append(facts, statement, f"-I{include}")
-            if statement
-            else _at_end(ctx, facts, f"CFLAGS += -I{include}")
-        ]
+        return [make_flag(ctx, facts, f"-I{include}", _include_statement(facts), "CFLAGS")]
     if facts.kind is BuildKind.CMAKE:
         target = _target(facts)
         existing = _include_statement(facts)
         if existing is not None:
-            return [_append(facts, existing, include)]
+            return [append_to(facts, existing, include)]
         line = f"target_include_directories({target} PRIVATE {include})"
         return [_after_target(ctx, facts, target, line, f"include_directories({include})")]
     return []
-
-
-def _ini_flags(ctx: CheckContext, facts: BuildFacts, flag: str) -> Edit:
-    statement = _global(facts, ("build_flags",))
-    if statement is not None:
-        return _append(facts, statement, flag)
-    sections = [s for s in facts.statements if s.keyword == "section" and (s.target or "").startswith("env")]
-    if sections:
-        return Edit(facts.path, sections[0].append_at, f"\nbuild_flags = {flag}")
-    return _at_end(ctx, facts, f"[env]\nbuild_flags = {flag}")

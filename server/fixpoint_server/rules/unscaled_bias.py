@@ -31,8 +31,9 @@ from fixpoint_server.parse.c_source import (
     initializer_list,
     referenced_name,
 )
-from fixpoint_server.rules.cmsis import KERNELS, Kernel, Layer, Layers, c_workspace, source_json
+from fixpoint_server.rules.cmsis import KERNELS, Kernel, Layer, Layers, source_json
 from fixpoint_server.rules.context import CheckContext, FileKind, Reads
+from fixpoint_server.rules.incremental import c_workspace
 
 CODES = (Code.UNSCALED_BIAS,)
 READS = Reads(

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from fixpoint_server.findings import Code, Edit, Finding, Fix, Related, Span
 from fixpoint_server.parse.c_source import CallSite, CWorkspace, FieldAssignment, evaluate, referenced_name
-from fixpoint_server.rules.cmsis import KERNELS, Layer, Layers, c_workspace, is_kernel, source_json
+from fixpoint_server.rules.cmsis import KERNELS, Layer, Layers, is_kernel, source_json
 from fixpoint_server.rules.context import CheckContext, FileKind, Reads
+from fixpoint_server.rules.incremental import c_workspace
 
 CODES = (Code.WRONG_ZERO_POINT,)
 READS = Reads(

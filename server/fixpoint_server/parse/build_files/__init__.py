@@ -25,10 +25,10 @@ from fixpoint_server.findings import Span
 from fixpoint_server.parse.build_files.cmake import (
     CMSIS_NN_CMAKE_TARGET,
     CMSIS_NN_OPTIMIZATION_VARIABLE,
-    _CMake,
+    CMake,
 )
-from fixpoint_server.parse.build_files.collect import _Collector
-from fixpoint_server.parse.build_files.compile_commands import _parse_compile_commands
+from fixpoint_server.parse.build_files.collect import Collector
+from fixpoint_server.parse.build_files.compile_commands import parse_compile_commands
 from fixpoint_server.parse.build_files.facts import (
     ALL,
     BuildFacts,
@@ -48,9 +48,9 @@ from fixpoint_server.parse.build_files.facts import (
     Statement,
     Target,
 )
-from fixpoint_server.parse.build_files.make import _Make
+from fixpoint_server.parse.build_files.make import Make
 from fixpoint_server.parse.build_files.paths import glob_match, in_cmsis_nn, mentions_cmsis_nn, pattern_covers
-from fixpoint_server.parse.build_files.platformio import _parse_platformio
+from fixpoint_server.parse.build_files.platformio import parse_platformio
 
 MAX_TEXT = 8 * 1024 * 1024
 """Make/CMake/ini files larger than this are not read (no real one is; a generated blob would stall)."""
@@ -67,7 +67,7 @@ def parse_build_file(path: Path, text: str) -> BuildFacts:
         )
     if "\x00" in text:
         return BuildFacts(path, kind, problems=(BuildProblem("not read: a binary file", Span.at(0)),))
-    out = _Collector(path, kind, text)
+    out = Collector(path, kind, text)
     try:
         _PARSERS[kind](out)
     except Exception as exc:  # a reader bug must cost this file's remaining facts, never the server
@@ -75,17 +75,17 @@ def parse_build_file(path: Path, text: str) -> BuildFacts:
     return out.facts()
 
 
-def _unknown(out: _Collector) -> None:
+def _unknown(out: Collector) -> None:
     out.problem(
         "not a build file this reader knows (Makefile, CMakeLists.txt, compile_commands.json, platformio.ini)"
     )
 
 
-_PARSERS: dict[BuildKind, Callable[[_Collector], None]] = {
-    BuildKind.MAKE: lambda out: _Make(out).run(),
-    BuildKind.CMAKE: lambda out: _CMake(out).run(),
-    BuildKind.COMPILE_COMMANDS: _parse_compile_commands,
-    BuildKind.PLATFORMIO: _parse_platformio,
+_PARSERS: dict[BuildKind, Callable[[Collector], None]] = {
+    BuildKind.MAKE: lambda out: Make(out).run(),
+    BuildKind.CMAKE: lambda out: CMake(out).run(),
+    BuildKind.COMPILE_COMMANDS: parse_compile_commands,
+    BuildKind.PLATFORMIO: parse_platformio,
     BuildKind.UNKNOWN: _unknown,
 }
 

@@ -28,7 +28,6 @@ edit of a Makefile falls back to the text reader until it is saved).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import posixpath
 import re
@@ -41,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fixpoint_server.parse.digest import digest
 from quantcore import display, limits, untrusted
 
 MAKE_TIMEOUT_S = 10.0
@@ -95,7 +95,7 @@ class Evaluated:
     locations: Mapping[str, str] = field(default_factory=dict)
     """make: each global variable's file:line, where it was last set."""
     digests: Mapping[Path, str] = field(default_factory=dict)
-    """The text digest (text_digest) of each described build file when it was evaluated."""
+    """The digest (parse.digest) of each described build file's text when it was evaluated."""
     problem: str | None = None
     """Why there is no evaluation (make is missing, failed, timed out; the reply is older than a
     CMake file): the text readers' facts stand."""
@@ -107,11 +107,6 @@ class Evaluated:
 
     def flag_lists(self, source: str) -> tuple[tuple[str, ...], ...]:
         return self.compiled.get(source, ())
-
-
-def text_digest(text: str) -> str:
-    """What `digests` holds for a file's text (decoded the way the workspace index decodes it)."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def _decode(data: bytes) -> str:
@@ -131,7 +126,7 @@ def stamp(path: Path) -> Stamp:
 
 def _file_digest(path: Path, root: Path) -> str | None:
     try:
-        return text_digest(_decode(untrusted.read_bytes(path, limit=limits.SOURCE_MAX_BYTES, root=root)))
+        return digest(_decode(untrusted.read_bytes(path, limit=limits.SOURCE_MAX_BYTES, root=root)))
     except (untrusted.UntrustedInputError, OSError):
         return None
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from fixpoint_server.parse.build_files.cmake_commands import _CMAKE_HANDLERS
+from fixpoint_server.parse.build_files.cmake_commands import CMAKE_HANDLERS
 from fixpoint_server.parse.build_files.cmake_lex import (
-    _Arg,
-    _cmake_commands,
-    _Command,
-    _genex_inner,
-    _split_items,
+    Arg,
+    Command,
+    genex_inner,
+    read_commands,
+    split_items,
 )
-from fixpoint_server.parse.build_files.collect import _classify, _Collector, _cut, _Word
+from fixpoint_server.parse.build_files.collect import Collector, Word, classify, word_removal
 from fixpoint_server.parse.build_files.facts import ALL, Definition, Scope
-from fixpoint_server.parse.build_files.paths import _is_source, _norm
+from fixpoint_server.parse.build_files.paths import is_source, norm_path
 
 _CMAKE_DIR_VARS = (
     "CMAKE_CURRENT_SOURCE_DIR",
@@ -39,19 +39,19 @@ _MAX_LIST = 10_000
 _CMAKE_REF = re.compile(r"\$\{([A-Za-z0-9_.+\-/]+)\}")
 
 
-class _CMake:
+class CMake:
     """One CMakeLists.txt / .cmake: commands read in order, with the variables they set."""
 
-    def __init__(self, out: _Collector) -> None:
+    def __init__(self, out: Collector) -> None:
         self.out = out
         self.text = out.text
-        self.vars: dict[str, list[_Word]] = {}
+        self.vars: dict[str, list[Word]] = {}
         self.consumed: set[tuple[int, int]] = set()
-        self.stored: dict[tuple[int, int], _Word] = {}
+        self.stored: dict[tuple[int, int], Word] = {}
 
     def run(self) -> None:
-        handlers = _CMAKE_HANDLERS
-        for command in _cmake_commands(self.text):
+        handlers = CMAKE_HANDLERS
+        for command in read_commands(self.text):
             name = command.name.lower()
             target = command.args[0].text if command.args else None
             self.out.statement(
@@ -82,43 +82,43 @@ class _CMake:
             if replaced == text or len(replaced) > 100_000:
                 break
             text = replaced
-        return _norm(text.replace("\x02", "${").replace("\x03", "}"))
+        return norm_path(text.replace("\x02", "${").replace("\x03", "}"))
 
-    def items(self, args: Sequence[_Arg]) -> list[_Word]:
-        words: list[_Word] = []
+    def items(self, args: Sequence[Arg]) -> list[Word]:
+        words: list[Word] = []
         for arg in args:
-            whole = _split_items(arg.text, arg.start)
+            whole = split_items(arg.text, arg.start)
             for text, start in whole:
                 words.extend(self.item(arg, text, start, len(whole) == 1))
         return words
 
-    def item(self, arg: _Arg, text: str, start: int, alone: bool) -> list[_Word]:
+    def item(self, arg: Arg, text: str, start: int, alone: bool) -> list[Word]:
         ref = re.fullmatch(r"\$\{([A-Za-z0-9_.+\-/]+)\}", text)
         if ref and ref[1] in self.vars:
             return [w if w.origin else _replace_origin(w, ref[1]) for w in self.vars[ref[1]]]
         if text.startswith("SHELL:"):
             text, start = text[6:], start + 6
         if text.startswith("$<"):
-            inner = _genex_inner(text)
+            inner = genex_inner(text)
             if inner is None:
                 return []
-            return [self.item_word(t, start + inner[1] + s, False, arg) for t, s in _split_items(inner[0], 0)]
+            return [self.item_word(t, start + inner[1] + s, False, arg) for t, s in split_items(inner[0], 0)]
         return [self.item_word(text, start, alone, arg)]
 
-    def item_word(self, text: str, start: int, alone: bool, arg: _Arg) -> _Word:
+    def item_word(self, text: str, start: int, alone: bool, arg: Arg) -> Word:
         end = start + len(text)
-        cut = _cut(self.text, *arg.outer) if alone else _cut(self.text, start, end)
-        return _Word(text, start, end, self.expand(text), cut)
+        cut = word_removal(self.text, *arg.outer) if alone else word_removal(self.text, start, end)
+        return Word(text, start, end, self.expand(text), cut)
 
-    def values(self, command: _Command, skip: int = 1) -> list[_Word]:
+    def values(self, command: Command, skip: int = 1) -> list[Word]:
         return [w for w in self.items(command.args[skip:]) if w.text not in _CMAKE_KEYWORDS]
 
     # -- facts
 
-    def flags(self, words: Sequence[_Word], scope: Scope, context: str) -> None:
-        _classify(words, self.out, scope, context, compile=True, sources=False)
+    def flags(self, words: Sequence[Word], scope: Scope, context: str) -> None:
+        classify(words, self.out, scope, context, compile=True, sources=False)
 
-    def definitions(self, words: Sequence[_Word], scope: Scope) -> None:
+    def definitions(self, words: Sequence[Word], scope: Scope) -> None:
         for w in words:
             name, eq, value = w.text.removeprefix("-D").partition("=")
             if name:
@@ -132,13 +132,13 @@ class _CMake:
                     )
                 )
 
-    def sources(self, words: Sequence[_Word], target: str | None) -> None:
+    def sources(self, words: Sequence[Word], target: str | None) -> None:
         for w in words:
             self.consumed.add((w.start, w.end))
-            if (w.glob or _is_source(w.expanded)) and not w.text.startswith("$<"):
+            if (w.glob or is_source(w.expanded)) and not w.text.startswith("$<"):
                 self.out.source(w, target)
 
-    def store(self, name: str, words: list[_Word], append: bool = False) -> None:
+    def store(self, name: str, words: list[Word], append: bool = False) -> None:
         # A list doubling itself (set(A ${A} ${A})) is cut short rather than allowed to grow to 2**n words.
         self.vars[name] = (([*self.vars.get(name, [])] if append else []) + words)[:_MAX_LIST]
         for word in words[:_MAX_LIST]:
@@ -155,11 +155,11 @@ class _CMake:
             if (
                 (w.start, w.end) not in self.consumed
                 and w.origin is None
-                and (w.glob or _is_source(w.expanded))
+                and (w.glob or is_source(w.expanded))
             ):
                 self.consumed.add((w.start, w.end))
                 self.out.source(w)
 
 
-def _replace_origin(word: _Word, origin: str) -> _Word:
-    return _Word(word.text, word.start, word.end, word.expanded, word.cut, origin, word.glob)
+def _replace_origin(word: Word, origin: str) -> Word:
+    return Word(word.text, word.start, word.end, word.expanded, word.cut, origin, word.glob)

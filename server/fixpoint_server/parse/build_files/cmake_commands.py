@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from fixpoint_server.parse.build_files.cmake_lex import _Arg, _Command
-from fixpoint_server.parse.build_files.collect import _Word
+from fixpoint_server.parse.build_files.cmake_lex import Arg, Command
+from fixpoint_server.parse.build_files.collect import Collector, Word
 from fixpoint_server.parse.build_files.facts import (
     ALL,
     IncludedFile,
@@ -25,11 +25,31 @@ from fixpoint_server.parse.build_files.facts import (
 )
 from fixpoint_server.parse.build_files.paths import mentions_cmsis_nn
 
-if TYPE_CHECKING:
-    from fixpoint_server.parse.build_files.cmake import _CMake
+
+class CMakeReader(Protocol):
+    """What the handlers use of the reader that dispatches to them (cmake.CMake): its collector, its
+    word readers and its fact recorders. Named by what it offers, so this module needs nothing of
+    cmake.py."""
+
+    @property
+    def out(self) -> Collector: ...
+
+    def items(self, args: Sequence[Arg]) -> list[Word]: ...
+
+    def item_word(self, text: str, start: int, alone: bool, arg: Arg) -> Word: ...
+
+    def values(self, command: Command, skip: int = 1) -> list[Word]: ...
+
+    def flags(self, words: Sequence[Word], scope: Scope, context: str) -> None: ...
+
+    def definitions(self, words: Sequence[Word], scope: Scope) -> None: ...
+
+    def sources(self, words: Sequence[Word], target: str | None) -> None: ...
+
+    def store(self, name: str, words: list[Word], append: bool = False) -> None: ...
 
 
-def _set_values(args: list[_Arg]) -> list[_Arg]:
+def _set_values(args: list[Arg]) -> list[Arg]:
     """set(VAR values... [CACHE TYPE DOC [FORCE]] [PARENT_SCOPE]) -> the values."""
     for i, arg in enumerate(args):
         if arg.text in ("CACHE", "PARENT_SCOPE"):
@@ -37,18 +57,18 @@ def _set_values(args: list[_Arg]) -> list[_Arg]:
     return args
 
 
-def _cm_set(cm: _CMake, command: _Command) -> None:
+def _cm_set(cm: CMakeReader, command: Command) -> None:
     if command.args:
         cm.store(command.args[0].text, cm.items(_set_values(command.args[1:])))
 
 
-def _cm_append(cm: _CMake, command: _Command) -> None:
+def _cm_append(cm: CMakeReader, command: Command) -> None:
     """string(APPEND VAR ...) and list(APPEND VAR ...)."""
     if len(command.args) >= 2 and command.args[0].text == "APPEND":
         cm.store(command.args[1].text, cm.items(command.args[2:]), append=True)
 
 
-def _cm_file(cm: _CMake, command: _Command) -> None:
+def _cm_file(cm: CMakeReader, command: Command) -> None:
     if len(command.args) < 2 or command.args[0].text not in ("GLOB", "GLOB_RECURSE"):
         return
     args, globs = command.args[2:], []
@@ -61,18 +81,18 @@ def _cm_file(cm: _CMake, command: _Command) -> None:
             skip_next = True
             continue
         globs.append(arg)
-    words = [_Word(w.text, w.start, w.end, w.expanded, w.cut, w.origin, True) for w in cm.items(globs)]
+    words = [Word(w.text, w.start, w.end, w.expanded, w.cut, w.origin, True) for w in cm.items(globs)]
     cm.store(command.args[1].text, words)
 
 
-def _cm_compile_options(cm: _CMake, command: _Command) -> None:
+def _cm_compile_options(cm: CMakeReader, command: Command) -> None:
     if command.name.lower() == "add_compile_options":
         cm.flags(cm.values(command, 0), ALL, "add_compile_options")
     elif command.args:
         cm.flags(cm.values(command), Scope.of_target(command.args[0].text), "target_compile_options")
 
 
-def _cm_definitions(cm: _CMake, command: _Command) -> None:
+def _cm_definitions(cm: CMakeReader, command: Command) -> None:
     name = command.name.lower()
     if name == "target_compile_definitions" and command.args:
         cm.definitions(cm.values(command), Scope.of_target(command.args[0].text))
@@ -84,7 +104,7 @@ def _cm_definitions(cm: _CMake, command: _Command) -> None:
         cm.flags([w for w in words if not w.text.startswith("-D")], ALL, "add_definitions")
 
 
-def _cm_source_properties(cm: _CMake, command: _Command) -> None:
+def _cm_source_properties(cm: CMakeReader, command: Command) -> None:
     """set_source_files_properties(files... PROPERTIES COMPILE_OPTIONS ... COMPILE_FLAGS ...)."""
     names = [a.text for a in command.args]
     if "PROPERTIES" not in names:
@@ -95,7 +115,7 @@ def _cm_source_properties(cm: _CMake, command: _Command) -> None:
     _properties(cm, command.args[at + 1 :], scope, command.name.lower())
 
 
-def _cm_target_properties(cm: _CMake, command: _Command) -> None:
+def _cm_target_properties(cm: CMakeReader, command: Command) -> None:
     names = [a.text for a in command.args]
     if "PROPERTIES" in names:
         at = names.index("PROPERTIES")
@@ -103,7 +123,7 @@ def _cm_target_properties(cm: _CMake, command: _Command) -> None:
             _properties(cm, command.args[at + 1 :], Scope.of_target(target), command.name.lower())
 
 
-def _cm_set_property(cm: _CMake, command: _Command) -> None:
+def _cm_set_property(cm: CMakeReader, command: Command) -> None:
     """set_property(SOURCE files... | TARGET names... [APPEND] PROPERTY name values...)."""
     names = [a.text for a in command.args]
     if not names or names[0] not in ("SOURCE", "TARGET") or "PROPERTY" not in names:
@@ -120,7 +140,7 @@ def _cm_set_property(cm: _CMake, command: _Command) -> None:
         _properties(cm, command.args[at + 1 :], scope, "set_property", single=True)
 
 
-def _drop_directory_args(args: list[_Arg]) -> list[_Arg]:
+def _drop_directory_args(args: list[Arg]) -> list[Arg]:
     out, skip = [], False
     for arg in args:
         if arg.text in ("DIRECTORY", "TARGET_DIRECTORY"):
@@ -130,7 +150,7 @@ def _drop_directory_args(args: list[_Arg]) -> list[_Arg]:
     return out
 
 
-def _properties(cm: _CMake, args: list[_Arg], scope: Scope, context: str, single: bool = False) -> None:
+def _properties(cm: CMakeReader, args: list[Arg], scope: Scope, context: str, single: bool = False) -> None:
     """PROPERTIES name value name value ... (single: one name, then its values)."""
     pairs = (
         [(args[0], args[1:])]
@@ -146,7 +166,7 @@ def _properties(cm: _CMake, args: list[_Arg], scope: Scope, context: str, single
             _include_words(cm, cm.items(values), scope)
 
 
-def _cm_link(cm: _CMake, command: _Command) -> None:
+def _cm_link(cm: CMakeReader, command: Command) -> None:
     target = (
         command.args[0].text if command.name.lower() == "target_link_libraries" and command.args else None
     )
@@ -164,25 +184,25 @@ def _cm_link(cm: _CMake, command: _Command) -> None:
             cm.out.libraries.append(Library(w.expanded, span, LibraryKind.TARGET, target))
 
 
-def _cm_include_dirs(cm: _CMake, command: _Command) -> None:
+def _cm_include_dirs(cm: CMakeReader, command: Command) -> None:
     if command.name.lower() == "include_directories":
         _include_words(cm, cm.values(command, 0), ALL)
     elif command.args:
         _include_words(cm, cm.values(command), Scope.of_target(command.args[0].text))
 
 
-def _include_words(cm: _CMake, words: Sequence[_Word], scope: Scope) -> None:
+def _include_words(cm: CMakeReader, words: Sequence[Word], scope: Scope) -> None:
     for w in words:
         cm.out.include_dirs.append(IncludeDir(w.text, cm.out.span(w.start, w.end), w.expanded, scope))
 
 
-def _cm_link_dirs(cm: _CMake, command: _Command) -> None:
+def _cm_link_dirs(cm: CMakeReader, command: Command) -> None:
     skip = 1 if command.name.lower() == "target_link_directories" else 0
     for w in cm.values(command, skip):
         cm.out.library_dirs.append(LibraryDir(w.text, cm.out.span(w.start, w.end), w.expanded))
 
 
-def _cm_target(cm: _CMake, command: _Command) -> None:
+def _cm_target(cm: CMakeReader, command: Command) -> None:
     """add_executable / add_library (IMPORTED and ALIAS targets compile nothing)."""
     if not command.args or any(a.text in ("IMPORTED", "ALIAS") for a in command.args[1:3]):
         return
@@ -192,18 +212,18 @@ def _cm_target(cm: _CMake, command: _Command) -> None:
     cm.sources(cm.values(command), name.text)
 
 
-def _cm_target_sources(cm: _CMake, command: _Command) -> None:
+def _cm_target_sources(cm: CMakeReader, command: Command) -> None:
     if command.args:
         cm.sources(cm.values(command), command.args[0].text)
 
 
-def _cm_subdirectory(cm: _CMake, command: _Command) -> None:
+def _cm_subdirectory(cm: CMakeReader, command: Command) -> None:
     if command.args:  # the span is the argument here, even when it is a ${VAR} set elsewhere
         arg = command.args[0]
         cm.out.source(cm.item_word(arg.text, arg.start, True, arg), kind=SourceKind.SUBDIRECTORY)
 
 
-def _cm_fetch(cm: _CMake, command: _Command) -> None:
+def _cm_fetch(cm: CMakeReader, command: Command) -> None:
     """FetchContent_Declare(name GIT_REPOSITORY url ...): a subdirectory made available later."""
     if not command.args:
         return
@@ -214,12 +234,12 @@ def _cm_fetch(cm: _CMake, command: _Command) -> None:
     )
 
 
-def _cm_include(cm: _CMake, command: _Command) -> None:
+def _cm_include(cm: CMakeReader, command: Command) -> None:
     for w in cm.items(command.args[:1]):
         cm.out.includes.append(IncludedFile(w.text, cm.out.span(w.start, w.end), w.expanded))
 
 
-_CMAKE_HANDLERS: dict[str, Callable[[_CMake, _Command], None]] = {
+CMAKE_HANDLERS: dict[str, Callable[[CMakeReader, Command], None]] = {
     "set": _cm_set,
     "string": _cm_append,
     "list": _cm_append,

@@ -12,7 +12,7 @@ _BRACKET = re.compile(r"\[(=*)\[")
 
 
 @dataclass
-class _Arg:
+class Arg:
     text: str
     start: int
     end: int
@@ -21,15 +21,15 @@ class _Arg:
 
 
 @dataclass
-class _Command:
+class Command:
     name: str
     start: int
     name_end: int
-    args: list[_Arg]
+    args: list[Arg]
     close: int
 
 
-def _cmake_commands(text: str) -> Iterable[_Command]:
+def read_commands(text: str) -> Iterable[Command]:
     pos, n = 0, len(text)
     ident = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
     while pos < n:
@@ -47,7 +47,7 @@ def _cmake_commands(text: str) -> Iterable[_Command]:
             pos = match.end()
             continue
         args, close = _cmake_args(text, paren + 1)
-        yield _Command(match[0], match.start(), match.end(), args, close)
+        yield Command(match[0], match.start(), match.end(), args, close)
         pos = close + 1
 
 
@@ -60,9 +60,9 @@ def _skip_comment(text: str, pos: int) -> int:
     return len(text) if newline < 0 else newline
 
 
-def _cmake_args(text: str, pos: int) -> tuple[list[_Arg], int]:
+def _cmake_args(text: str, pos: int) -> tuple[list[Arg], int]:
     """The arguments from after '(' to the matching ')' (or the end of an unterminated command)."""
-    args: list[_Arg] = []
+    args: list[Arg] = []
     depth, n = 0, len(text)
     while pos < n:
         char = text[pos]
@@ -78,13 +78,13 @@ def _cmake_args(text: str, pos: int) -> tuple[list[_Arg], int]:
             pos += 1
         elif char == '"':
             end = _quoted_end(text, pos + 1)
-            args.append(_Arg(text[pos + 1 : end], pos + 1, end, (pos, min(end + 1, n))))
+            args.append(Arg(text[pos + 1 : end], pos + 1, end, (pos, min(end + 1, n))))
             pos = end + 1
         elif bracket:
             close = text.find("]" + bracket[1] + "]", bracket.end())
             close = n if close < 0 else close
             args.append(
-                _Arg(
+                Arg(
                     text[bracket.end() : close],
                     bracket.end(),
                     close,
@@ -94,7 +94,7 @@ def _cmake_args(text: str, pos: int) -> tuple[list[_Arg], int]:
             pos = close + 2 + len(bracket[1])
         else:
             end = _unquoted_end(text, pos)
-            args.append(_Arg(text[pos:end], pos, end, (pos, end)))
+            args.append(Arg(text[pos:end], pos, end, (pos, end)))
             pos = end
     return args, n
 
@@ -113,7 +113,7 @@ def _unquoted_end(text: str, pos: int) -> int:
     return min(pos, len(text))
 
 
-def _split_items(text: str, start: int) -> list[tuple[str, int]]:
+def split_items(text: str, start: int) -> list[tuple[str, int]]:
     """A CMake argument's list items (';' or blank separated), genex and ${} kept whole."""
     items: list[tuple[str, int]] = []
     depth, begin = 0, -1
@@ -133,7 +133,7 @@ def _split_items(text: str, start: int) -> list[tuple[str, int]]:
     return items
 
 
-def _genex_inner(text: str) -> tuple[str, int] | None:
+def genex_inner(text: str) -> tuple[str, int] | None:
     """The value a `$<cond:value>` yields and its offset in `text`; None when it yields nothing useful."""
     match = re.match(r"\$<.*:", text)
     if match is None:

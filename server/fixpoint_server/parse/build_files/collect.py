@@ -1,4 +1,4 @@
-"""What every reader shares: the _Collector that gathers facts (offsets become Spans) and the
+"""What every reader shares: the Collector that gathers facts (offsets become Spans) and the
 classifier that turns the words of a flag list into flags, definitions, paths, libraries and sources.
 """
 
@@ -28,11 +28,11 @@ from fixpoint_server.parse.build_files.facts import (
     Statement,
     Target,
 )
-from fixpoint_server.parse.build_files.paths import _has_wildcard, _is_source, _names_sources, _norm
+from fixpoint_server.parse.build_files.paths import has_wildcard, is_source, names_sources, norm_path
 
 
 @dataclass(frozen=True)
-class _Word:
+class Word:
     """A word of a flag list with its offsets in the text (`cut`: what to delete to remove it)."""
 
     text: str
@@ -46,7 +46,7 @@ class _Word:
 
 
 @dataclass
-class _Collector:
+class Collector:
     """Gathers facts while a parser reads; offsets become Spans through the file's LineIndex."""
 
     path: Path
@@ -74,11 +74,11 @@ class _Collector:
     def problem(self, message: str, start: int = 0, end: int = 0) -> None:
         self.problems.append(BuildProblem(message, self.span(start, end)))
 
-    def source(self, word: _Word, target: str | None = None, kind: SourceKind | None = None) -> None:
+    def source(self, word: Word, target: str | None = None, kind: SourceKind | None = None) -> None:
         for piece in word.expanded.split() or [word.expanded]:
-            if kind is None and not _names_sources(piece):
+            if kind is None and not names_sources(piece):
                 continue  # a header or a word of a list that is not all sources
-            glob = word.glob or _has_wildcard(piece)
+            glob = word.glob or has_wildcard(piece)
             found = kind or (SourceKind.GLOB if glob else SourceKind.FILE)
             self.sources.append(SourceRef(word.text, self.span(word.start, word.end), piece, found, target))
 
@@ -128,7 +128,7 @@ def _in_order(items: Iterable[S]) -> tuple[S, ...]:
     return tuple(sorted(_unique(items), key=lambda item: item.span))
 
 
-def _cut(text: str, start: int, end: int) -> tuple[int, int]:
+def word_removal(text: str, start: int, end: int) -> tuple[int, int]:
     """The word and one run of blanks after it (or before it, at the end of a line or argument)."""
     after = end
     while after < len(text) and text[after] in " \t":
@@ -148,8 +148,8 @@ _VALUE_FLAGS = {"-o", "-MF", "-MT", "-MQ", "-x", "-include", "-imacros", "-Xlink
 _PATH_FLAGS = ("-isystem", "-iquote", "-idirafter", "-I", "-D", "-L", "-l")
 
 
-def _classify(
-    words: Sequence[_Word], out: _Collector, scope: Scope, context: str, *, compile: bool, sources: bool
+def classify(
+    words: Sequence[Word], out: Collector, scope: Scope, context: str, *, compile: bool, sources: bool
 ) -> None:
     """Turn the words of a flag list into facts; `compile`: the words reach a compiler (flags count)."""
     i = 0
@@ -171,12 +171,12 @@ def _classify(
                 )
             i += 2 if word.text in _VALUE_FLAGS else 1
         else:
-            if sources and _is_source(word.expanded):
+            if sources and is_source(word.expanded):
                 out.source(word)
             i += 1
 
 
-def _path_flag(words: Sequence[_Word], i: int, prefix: str, out: _Collector, scope: Scope) -> int:
+def _path_flag(words: Sequence[Word], i: int, prefix: str, out: Collector, scope: Scope) -> int:
     """-I/-D/-L/-l with the value attached or as the next word; returns the number of words used."""
     word = words[i]
     value, expanded, end, used = word.text[len(prefix) :], word.expanded[len(prefix) :], word.end, 1
@@ -194,5 +194,5 @@ def _path_flag(words: Sequence[_Word], i: int, prefix: str, out: _Collector, sco
     elif prefix == "-l":
         out.libraries.append(Library(value.removeprefix(":"), span, LibraryKind.FLAG))
     else:
-        out.include_dirs.append(IncludeDir(value, span, _norm(expanded), scope))
+        out.include_dirs.append(IncludeDir(value, span, norm_path(expanded), scope))
     return used

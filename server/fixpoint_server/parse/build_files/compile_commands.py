@@ -9,12 +9,12 @@ import posixpath
 import shlex
 from pathlib import Path
 
-from fixpoint_server.parse.build_files.collect import _classify, _Collector, _cut, _Word
+from fixpoint_server.parse.build_files.collect import Collector, Word, classify, word_removal
 from fixpoint_server.parse.build_files.facts import Scope, SourceRef
 from fixpoint_server.parse.json_positions import Located, locate
 
 
-def _parse_compile_commands(out: _Collector) -> None:
+def parse_compile_commands(out: Collector) -> None:
     try:
         located = locate(out.text)
     except (ValueError, AssertionError, RecursionError, IndexError) as exc:
@@ -33,7 +33,7 @@ def _offsets(located: Located, path: tuple[str | int, ...]) -> tuple[int, int]:
     return located.index.offset(span.line, span.column), located.index.offset(span.end_line, span.end_column)
 
 
-def _compile_entry(out: _Collector, located: Located, i: int, entry: dict[str, object]) -> None:
+def _compile_entry(out: Collector, located: Located, i: int, entry: dict[str, object]) -> None:
     directory = entry.get("directory") if isinstance(entry.get("directory"), str) else ""
     file = str(entry["file"])
     absolute = os.path.normpath(os.path.join(str(directory), file))
@@ -45,17 +45,17 @@ def _compile_entry(out: _Collector, located: Located, i: int, entry: dict[str, o
     out.sources.append(SourceRef(file, out.span(start + 1, end - 1), relative))
     words = [w for w in _entry_words(out, located, i, entry)[1:] if w.text != "-c"]
     words = [w for w in _drop_output(words) if posixpath.basename(w.text) != posixpath.basename(file)]
-    _classify(words, out, Scope.files(relative), "compile_commands.json", compile=True, sources=False)
+    classify(words, out, Scope.files(relative), "compile_commands.json", compile=True, sources=False)
 
 
-def _entry_words(out: _Collector, located: Located, i: int, entry: dict[str, object]) -> list[_Word]:
+def _entry_words(out: Collector, located: Located, i: int, entry: dict[str, object]) -> list[Word]:
     arguments = entry.get("arguments")
     if isinstance(arguments, list):
         words = []
         for j, arg in enumerate(arguments):
             if isinstance(arg, str):
                 start, end = _offsets(located, (i, "arguments", j))
-                words.append(_Word(arg, start + 1, end - 1, arg, (start + 1, end - 1)))
+                words.append(Word(arg, start + 1, end - 1, arg, (start + 1, end - 1)))
         return words
     command = entry.get("command")
     if not isinstance(command, str):
@@ -64,7 +64,7 @@ def _entry_words(out: _Collector, located: Located, i: int, entry: dict[str, obj
     return _command_words(out.text, start + 1, end - 1, command)
 
 
-def _command_words(text: str, start: int, end: int, command: str) -> list[_Word]:
+def _command_words(text: str, start: int, end: int, command: str) -> list[Word]:
     """The command's shell words, each placed in the JSON string (the whole string when escaped)."""
     try:
         tokens = shlex.split(command)
@@ -74,14 +74,16 @@ def _command_words(text: str, start: int, end: int, command: str) -> list[_Word]
     for token in tokens:
         at = raw.find(token, cursor)
         if at < 0:
-            words.append(_Word(token, start, end, token, (start, end)))
+            words.append(Word(token, start, end, token, (start, end)))
             continue
         cursor = at + len(token)
-        words.append(_Word(token, start + at, start + cursor, token, _cut(text, start + at, start + cursor)))
+        words.append(
+            Word(token, start + at, start + cursor, token, word_removal(text, start + at, start + cursor))
+        )
     return words
 
 
-def _drop_output(words: list[_Word]) -> list[_Word]:
+def _drop_output(words: list[Word]) -> list[Word]:
     out, skip = [], False
     for w in words:
         if skip:

@@ -7,16 +7,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fixpoint_server.parse.build_files.collect import _classify, _Collector, _cut, _Word
+from fixpoint_server.parse.build_files.collect import Collector, Word, classify, word_removal
 from fixpoint_server.parse.build_files.facts import ALL, IncludedFile, Scope
 from fixpoint_server.parse.build_files.make_text import (
-    _closing,
-    _expand_make,
-    _make_clean,
-    _top_level,
-    _words,
+    closing_paren,
+    expand_make,
+    find_top_level,
+    make_clean,
+    make_words,
 )
-from fixpoint_server.parse.build_files.paths import _OBJECT_SUFFIXES, _is_source, _norm
+from fixpoint_server.parse.build_files.paths import OBJECT_SUFFIXES, is_source, norm_path
 
 _MAKE_ROOTS = ("CFLAGS", "CPPFLAGS", "CXXFLAGS")
 """Read by GNU make's built-in compile rules."""
@@ -34,7 +34,7 @@ _CONDITIONALS = ("ifeq", "ifneq", "ifdef", "ifndef", "else", "endif")
 
 
 def _glob(text: str) -> str:
-    return _norm(text.replace("%", "**"))
+    return norm_path(text.replace("%", "**"))
 
 
 @dataclass
@@ -55,13 +55,13 @@ class _Rule:
     """Source prerequisites (patterns too): what `$<` in the recipe compiles."""
 
 
-class _Make:
+class Make:
     """One Makefile: assignments, rules and recipe lines, then which variables reach the compiler."""
 
-    def __init__(self, out: _Collector) -> None:
+    def __init__(self, out: Collector) -> None:
         self.out = out
         self.text = out.text
-        self.clean = _make_clean(out.text)
+        self.clean = make_clean(out.text)
         self.vars: dict[str, str] = {}
         self.assigns: list[_Assign] = []
         self.recipe_refs: list[tuple[set[str], Scope]] = []
@@ -75,12 +75,12 @@ class _Make:
             start += len(line) + 1
         self.finish()
 
-    def word(self, start: int, end: int) -> _Word:
+    def word(self, start: int, end: int) -> Word:
         text = self.clean[start:end]
-        return _Word(text, start, end, _expand_make(text, self.vars), _cut(self.text, start, end))
+        return Word(text, start, end, expand_make(text, self.vars), word_removal(self.text, start, end))
 
-    def words(self, start: int, end: int) -> list[_Word]:
-        return [self.word(a, b) for a, b in _words(self.clean, start, end)]
+    def words(self, start: int, end: int) -> list[Word]:
+        return [self.word(a, b) for a, b in make_words(self.clean, start, end)]
 
     def line(self, start: int, end: int) -> None:
         body = self.clean[start:end]
@@ -106,7 +106,7 @@ class _Make:
 
     def find_op(self, start: int, end: int) -> tuple[str, int, int]:
         """("assign", op start, op end), ("rule", colon, colon + 1) or ("", -1, -1)."""
-        pos = _top_level(self.clean, start, end, ":=")
+        pos = find_top_level(self.clean, start, end, ":=")
         if pos < 0:
             return "", -1, -1
         if self.clean[pos] == "=":
@@ -150,11 +150,11 @@ class _Make:
         elif op == "!=":
             self.vars[name] = ""
         else:
-            self.vars[name] = _expand_make(value, self.vars) if op != "=" else value
+            self.vars[name] = expand_make(value, self.vars) if op != "=" else value
 
     def rule_line(self, start: int, colon: int, end: int) -> None:
         after = colon + 2 if self.clean.startswith("::", colon) else colon + 1
-        semi = _top_level(self.clean, after, end, ";")
+        semi = find_top_level(self.clean, after, end, ";")
         prereq_end = semi if semi >= 0 else end
         targets = self.words(start, colon)
         kind, op_start, op_end = self.find_op(after, prereq_end)
@@ -168,14 +168,14 @@ class _Make:
         for word in prereqs:
             if "%" not in word.expanded:  # a pattern rule says how to build, not what is built
                 self.out.source(word)
-        sources = [_glob(p) for w in prereqs for p in w.expanded.split() if _is_source(p)]
+        sources = [_glob(p) for w in prereqs for p in w.expanded.split() if is_source(p)]
         self.rule = _Rule([_glob(w.expanded) for w in targets], sources)
         if semi >= 0:
             self.recipe(semi + 1, end)
 
-    def target_scope(self, targets: list[_Word]) -> Scope:
+    def target_scope(self, targets: list[Word]) -> Scope:
         patterns = [_glob(p) for w in targets for p in w.expanded.split()]
-        if patterns and all(p.endswith(_OBJECT_SUFFIXES) or _is_source(p) for p in patterns):
+        if patterns and all(p.endswith(OBJECT_SUFFIXES) or is_source(p) for p in patterns):
             return Scope.files(*patterns)
         return Scope.of_target(" ".join(w.text for w in targets))
 
@@ -183,10 +183,10 @@ class _Make:
         words = self.words(start, end)
         at = next((i for i, w in enumerate(words) if _is_compiler(w)), None)
         if at is None:
-            _classify(words, self.out, ALL, "recipe", compile=False, sources=False)
+            classify(words, self.out, ALL, "recipe", compile=False, sources=False)
             return
         args = words[at + 1 :]
-        explicit = [_glob(w.expanded) for w in args if _is_source(w.expanded)]
+        explicit = [_glob(w.expanded) for w in args if is_source(w.expanded)]
         rule = self.rule or _Rule([], [])
         automatic = any(v in w.text for w in args for v in ("$<", "$^", "$+", "$(<", "$(^"))
         compiles = bool(explicit) or any(w.text == "-c" for w in args) or (automatic and bool(rule.sources))
@@ -194,14 +194,14 @@ class _Make:
         if compiles:
             refs = {r for w in args for r in _VAR_REF.findall(w.text)}
             self.recipe_refs.append((refs, scope))
-        _classify(args, self.out, scope, "recipe", compile=compiles, sources=True)
+        classify(args, self.out, scope, "recipe", compile=compiles, sources=True)
 
     def recipe_scope(self, explicit: list[str], rule: _Rule) -> Scope:
         if explicit:
             return Scope.files(*explicit)
         if rule.sources:
             return Scope.files(*rule.sources)
-        if rule.targets and all(t.endswith(_OBJECT_SUFFIXES) for t in rule.targets):
+        if rule.targets and all(t.endswith(OBJECT_SUFFIXES) for t in rule.targets):
             return Scope.files(*rule.targets)
         return ALL
 
@@ -238,10 +238,10 @@ class _Make:
             words = self.words(a.start, a.end)
             reach = sorted({a.scope} if a.scope else scopes.get(a.name, set()), key=_scope_key)
             for scope in reach or [ALL]:
-                _classify(words, self.out, scope, a.name, compile=bool(reach), sources=False)
+                classify(words, self.out, scope, a.name, compile=bool(reach), sources=False)
             self.sources_in(words)
 
-    def sources_in(self, words: list[_Word]) -> None:
+    def sources_in(self, words: list[Word]) -> None:
         """Sources named in a variable: files with a source suffix, $(wildcard ...) and $(shell find ...)."""
         for word in words:
             calls = list(re.finditer(r"\$[({](?:wildcard|shell find)\s+", word.text))
@@ -250,14 +250,14 @@ class _Make:
                 continue
             for call in calls:
                 inner_start = word.start + call.end()
-                inner_end = _closing(self.clean, word.start + call.start(), word.end)
+                inner_end = closing_paren(self.clean, word.start + call.start(), word.end)
                 inner_end = word.end if inner_end < 0 else inner_end
                 for inner in self.words(inner_start, inner_end):
                     if "find" in call[0] and inner.text.startswith(("-", "'", '"')):
                         break
                     suffix = "/**" if "find" in call[0] else ""
                     self.out.source(
-                        _Word(inner.text, inner.start, inner.end, inner.expanded + suffix, inner.cut)
+                        Word(inner.text, inner.start, inner.end, inner.expanded + suffix, inner.cut)
                     )
                     if "find" in call[0]:
                         break
@@ -267,7 +267,7 @@ def _scope_key(scope: Scope) -> tuple[str, tuple[str, ...], str]:
     return scope.kind.value, scope.patterns, scope.target
 
 
-def _is_compiler(word: _Word) -> bool:
+def _is_compiler(word: Word) -> bool:
     text = word.text.lstrip("@-+")
     if text in _COMPILER_VARS:
         return True

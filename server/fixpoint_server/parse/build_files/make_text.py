@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 
 
-def _make_clean(text: str) -> str:
+def make_clean(text: str) -> str:
     """The text with the same offsets, line continuations and comments blanked, so logical lines are
     physical '\\n'-separated lines of it and every offset still points into the original."""
     text = re.sub(r"\\\r?\n", lambda m: " " * len(m[0]), text.replace("\r", " "))
@@ -33,7 +33,7 @@ def _scan(text: str, start: int, end: int) -> Iterable[tuple[int, str, int]]:
         i += 1
 
 
-def _words(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def make_words(text: str, start: int, end: int) -> list[tuple[int, int]]:
     words: list[tuple[int, int]] = []
     begin = -1
     for i, char, depth in _scan(text, start, end):
@@ -48,7 +48,7 @@ def _words(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return words
 
 
-def _top_level(text: str, start: int, end: int, chars: str) -> int:
+def find_top_level(text: str, start: int, end: int, chars: str) -> int:
     return next((i for i, char, depth in _scan(text, start, end) if depth == 0 and char in chars), -1)
 
 
@@ -77,7 +77,7 @@ class _MakeExpander:
                 out.append(text[i:])
                 break
             out.append(text[i:j])
-            close = _closing(text, j, len(text)) if text[j + 1 : j + 2] in ("(", "{") else -1
+            close = closing_paren(text, j, len(text)) if text[j + 1 : j + 2] in ("(", "{") else -1
             if close < 0 or close >= len(text):
                 out.append(text[j : j + 2])
                 i = j + 2
@@ -115,7 +115,7 @@ def _make_function(name: str, args: str) -> str | None:
     return None
 
 
-def _expand_make(text: str, variables: dict[str, str]) -> str:
+def expand_make(text: str, variables: dict[str, str]) -> str:
     return _MakeExpander(variables)(text)
 
 
@@ -135,7 +135,7 @@ def _substitute(value: str, subst: str) -> str:
     return " ".join(out)
 
 
-def _closing(text: str, start: int, end: int) -> int:
+def closing_paren(text: str, start: int, end: int) -> int:
     """The offset of the ) or } closing the $( at `start`, or -1 when it is not closed."""
     for i, char, depth in _scan(text, start, end):
         if char in ")}" and depth == 0 and i > start:

@@ -10,7 +10,7 @@ import posixpath
 import re
 
 
-def _norm(path: str) -> str:
+def norm_path(path: str) -> str:
     path = path.replace("\\", "/")
     while path.startswith("./"):
         path = path[2:]
@@ -49,12 +49,12 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 def glob_match(pattern: str, path: str) -> bool:
     """`path` matches `pattern` (both '/'-separated; `**` spans folders, `*` does not)."""
     try:
-        return _glob_regex(_norm(pattern)).fullmatch(_norm(path)) is not None
+        return _glob_regex(norm_path(pattern)).fullmatch(norm_path(path)) is not None
     except re.error:
-        return _norm(pattern) == _norm(path)
+        return norm_path(pattern) == norm_path(path)
 
 
-_OBJECT_SUFFIXES = (".o", ".obj")
+OBJECT_SUFFIXES = (".o", ".obj")
 _SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".c++", ".s", ".S", ".asm")
 _OBJECT_DIR = re.compile(r"(?i)\$[({][^)}]*[)}]|[^/]*(?:build|obj|out)[^/]*|bin|debug|release")
 """A first folder of an object pattern that is where objects go rather than where sources are."""
@@ -66,10 +66,10 @@ def pattern_covers(pattern: str, path: str) -> bool:
     pattern names its object (`CMSIS-NN/%.o` and `build/CMSIS-NN/%.o` both reach CMSIS-NN/x/y.c)."""
     if glob_match(pattern, path):
         return True
-    stem, suffix = posixpath.splitext(_norm(pattern))
-    if suffix not in _OBJECT_SUFFIXES:
+    stem, suffix = posixpath.splitext(norm_path(pattern))
+    if suffix not in OBJECT_SUFFIXES:
         return False
-    source_stem = posixpath.splitext(_norm(path))[0]
+    source_stem = posixpath.splitext(norm_path(path))[0]
     if glob_match(stem, source_stem):
         return True
     head, _, rest = stem.partition("/")
@@ -88,7 +88,7 @@ _CMSIS_NN_DIR = re.compile(
 def in_cmsis_nn(path: str) -> bool:
     """A path inside a CMSIS-NN checkout, by a folder's name: CMSIS-NN/, cmsis_nn-6.0.0/, CMSIS/NN/,
     $(CMSIS_NN)/ (not cmsis_nn_wrapper.c or cmsis-nn-app/, which are the user's)."""
-    return _CMSIS_NN_DIR.search(_norm(path)) is not None
+    return _CMSIS_NN_DIR.search(norm_path(path)) is not None
 
 
 def mentions_cmsis_nn(text: str) -> bool:
@@ -96,14 +96,14 @@ def mentions_cmsis_nn(text: str) -> bool:
     return _CMSIS_NN.search(text) is not None
 
 
-def _is_source(text: str) -> bool:
+def is_source(text: str) -> bool:
     return text.endswith(_SOURCE_SUFFIXES) and not text.startswith("-")
 
 
-def _names_sources(text: str) -> bool:
+def names_sources(text: str) -> bool:
     """A source, an object (standing for the source it is built from), or a pattern of either."""
-    return _is_source(text) or text.endswith(_OBJECT_SUFFIXES) or text.endswith("*")
+    return is_source(text) or text.endswith(OBJECT_SUFFIXES) or text.endswith("*")
 
 
-def _has_wildcard(text: str) -> bool:
+def has_wildcard(text: str) -> bool:
     return any(c in text for c in "*?[")

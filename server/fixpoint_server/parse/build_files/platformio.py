@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fixpoint_server.parse.build_files.collect import _classify, _Collector, _cut, _Word
+from fixpoint_server.parse.build_files.collect import Collector, Word, classify, word_removal
 from fixpoint_server.parse.build_files.facts import ALL, Library, LibraryKind, Scope, SourceKind, SourceRef
-from fixpoint_server.parse.build_files.make_text import _words
-from fixpoint_server.parse.build_files.paths import _norm
+from fixpoint_server.parse.build_files.make_text import make_words
+from fixpoint_server.parse.build_files.paths import norm_path
 
 _INI_OPTION = re.compile(r"([A-Za-z0-9_.\-]+)[ \t]*[=:][ \t]*")
 _INI_SECTION = re.compile(r"\[([^\]\n]+)\]")
@@ -36,7 +36,7 @@ def _ini_segment(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _ini_options(out: _Collector) -> list[_Option]:
+def _ini_options(out: Collector) -> list[_Option]:
     text, section, pos = out.text, "", 0
     options: list[_Option] = []
     for line in text.split("\n"):
@@ -66,14 +66,14 @@ def _ini_options(out: _Collector) -> list[_Option]:
     return options
 
 
-def _parse_platformio(out: _Collector) -> None:
+def parse_platformio(out: Collector) -> None:
     options = _ini_options(out)
     dirs = {
         o.key: out.text[o.segments[0][0] : o.segments[0][1]] for o in options if o.section == "platformio"
     }
     src_dir, lib_dir = (
-        _norm(dirs.get("src_dir") or "src").rstrip("/"),
-        _norm(dirs.get("lib_dir") or "lib").rstrip("/"),
+        norm_path(dirs.get("src_dir") or "src").rstrip("/"),
+        norm_path(dirs.get("lib_dir") or "lib").rstrip("/"),
     )
     out.default_sources = (f"{src_dir}/**", f"{lib_dir}/**")
     for option in options:
@@ -88,19 +88,19 @@ def _parse_platformio(out: _Collector) -> None:
         _ini_option(out, option, src_dir)
 
 
-def _ini_words(out: _Collector, option: _Option) -> list[_Word]:
+def _ini_words(out: Collector, option: _Option) -> list[Word]:
     words = []
     for start, end in option.segments:
-        for a, b in _words(out.text, start, end):
-            words.append(_Word(out.text[a:b], a, b, out.text[a:b], _cut(out.text, a, b)))
+        for a, b in make_words(out.text, start, end):
+            words.append(Word(out.text[a:b], a, b, out.text[a:b], word_removal(out.text, a, b)))
     return words
 
 
-def _ini_option(out: _Collector, option: _Option, src_dir: str) -> None:
+def _ini_option(out: Collector, option: _Option, src_dir: str) -> None:
     if option.key in ("build_flags", "build_src_flags", "src_build_flags"):
         scope = ALL if option.key == "build_flags" else Scope.files(f"{src_dir}/**")
         words = [w for w in _ini_words(out, option) if not w.text.startswith("!")]
-        _classify(words, out, scope, option.key, compile=True, sources=False)
+        classify(words, out, scope, option.key, compile=True, sources=False)
     elif option.key == "lib_deps":
         for start, end in option.segments:
             for match in re.finditer(r"[^,]+", out.text[start:end]):
@@ -117,7 +117,7 @@ def _ini_option(out: _Collector, option: _Option, src_dir: str) -> None:
                     SourceRef(
                         match[1],
                         out.span(a, a + len(match[1])),
-                        f"{src_dir}/{_norm(pattern)}",
+                        f"{src_dir}/{norm_path(pattern)}",
                         SourceKind.GLOB,
                     )
                 )

@@ -28,10 +28,12 @@ The modules, in the order a scan uses them: mask (the masked text), scan (scan_c
 calls), conditions (live and dead branches), walker (`{ } ;` and field assignments), declarations and
 attributes (arrays and their alignment), brackets (matching and splitting over the masked text), expr
 (integer constant expressions, the variable an argument names), values (initializer lists, read
-lazily); facts holds the records, workspace the facts of several files taken together.
+lazily); facts holds the records, cfile the CFile gathering one file's, state the ScanState the scan
+hands to the walker and the declaration reader, workspace the facts of several files taken together.
 """
 
 from fixpoint_server.parse.c_source.brackets import split_arguments
+from fixpoint_server.parse.c_source.cfile import CFile
 from fixpoint_server.parse.c_source.expr import ELEMENT_SIZES, evaluate, referenced_name
 from fixpoint_server.parse.c_source.facts import (
     Alignment,
@@ -39,8 +41,8 @@ from fixpoint_server.parse.c_source.facts import (
     ArrayDef,
     ArrayKind,
     CallSite,
-    CFile,
     Define,
+    Element,
     FieldAssignment,
     FunctionDef,
     GeneratedHeader,
@@ -48,7 +50,7 @@ from fixpoint_server.parse.c_source.facts import (
 )
 from fixpoint_server.parse.c_source.mask import mask
 from fixpoint_server.parse.c_source.scan import scan_c
-from fixpoint_server.parse.c_source.values import Element, array_elements, array_values, initializer_list
+from fixpoint_server.parse.c_source.values import array_elements, array_values, initializer_list
 from fixpoint_server.parse.c_source.workspace import CWorkspace
 
 __all__ = [

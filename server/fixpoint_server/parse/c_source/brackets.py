@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 
-def _closing_brace(code: str, open_at: int, end: int | None = None) -> tuple[int, int]:
+def closing_brace(code: str, open_at: int, end: int | None = None) -> tuple[int, int]:
     """(offset of the `}` matching `{` at open_at, where scanning resumes), bounded by the next `;`:
     an initializer never holds one, so a missing `}` cannot swallow the rest of the file."""
     end = len(code) if end is None else end
@@ -26,7 +26,7 @@ def _closing_brace(code: str, open_at: int, end: int | None = None) -> tuple[int
         pos = close + 1
 
 
-def _strip(code: str, a: int, b: int) -> tuple[int, int]:
+def strip_range(code: str, a: int, b: int) -> tuple[int, int]:
     while a < b and code[a].isspace():
         a += 1
     while b > a and code[b - 1].isspace():
@@ -37,7 +37,7 @@ def _strip(code: str, a: int, b: int) -> tuple[int, int]:
 _NESTING = re.compile(r"[()\[\]{},;]")
 
 
-def _split_top(code: str, start: int, end: int) -> list[tuple[int, int]]:
+def split_top_level(code: str, start: int, end: int) -> list[tuple[int, int]]:
     """(start, end) of each top-level comma-separated item of code[start:end], whitespace stripped."""
     items, depth, item = [], 0, start
     for match in _NESTING.finditer(code, start, end):
@@ -47,9 +47,9 @@ def _split_top(code: str, start: int, end: int) -> list[tuple[int, int]]:
         elif char in ")]}":
             depth = max(depth - 1, 0)
         elif char == "," and depth == 0:
-            items.append(_strip(code, item, match.start()))
+            items.append(strip_range(code, item, match.start()))
             item = match.end()
-    items.append(_strip(code, item, end))
+    items.append(strip_range(code, item, end))
     return [(a, b) for a, b in items if a < b]
 
 
@@ -62,27 +62,27 @@ def split_arguments(code: str, open_paren: int, limit: int = 1 << 16) -> tuple[l
     for match in _NESTING.finditer(code, open_paren + 1, min(len(code), open_paren + limit)):
         char, at = match.group(), match.start()
         if char in ";{}":
-            args.append(_strip(code, item, at))
+            args.append(strip_range(code, item, at))
             return [(a, b) for a, b in args if a < b], at
         if char in "([":
             depth += 1
         elif char in ")]" and depth > 0:
             depth -= 1
         elif char == ")":
-            args.append(_strip(code, item, at))
+            args.append(strip_range(code, item, at))
             return [(a, b) for a, b in args if a < b], at + 1
         elif char == "," and depth == 0:
-            args.append(_strip(code, item, at))
+            args.append(strip_range(code, item, at))
             item = at + 1
     end = min(len(code), open_paren + limit)
-    args.append(_strip(code, item, end))
+    args.append(strip_range(code, item, end))
     return [(a, b) for a, b in args if a < b], end
 
 
 _PARENS = re.compile(r"[()]")
 
 
-def _matching_paren(code: str, open_at: int, end: int) -> int:
+def matching_paren(code: str, open_at: int, end: int) -> int:
     """The offset just after the `)` matching `(` at open_at (or `end` when it is missing)."""
     depth = 0
     for match in _PARENS.finditer(code, open_at, end):

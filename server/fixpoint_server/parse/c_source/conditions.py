@@ -1,7 +1,7 @@
 """Conditional compilation, read without a preprocessor: which branches of `#if`/`#ifdef`/`#ifndef`/
 `#elif`/`#else`/`#endif` are dead (a constant-0 condition, or after a constant-true branch: never
 compiled, so they yield no facts), and where the live conditionals open, switch branch and close - the
-statement walker counts braces along one branch only (walker._Walker.condition).
+statement walker counts braces along one branch only (walker.Walker.condition).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fixpoint_server.parse.c_source.expr import evaluate
 
 OPEN, BRANCH, CLOSE = 0, 1, 2
-"""What a conditional directive does to the statement walker (see _Walker.condition)."""
+"""What a conditional directive does to the statement walker (see Walker.condition)."""
 
 
 @dataclass
@@ -26,7 +26,7 @@ class _Group:
     """The current branch is never compiled (`#if 0`, `#elif 0`, the `#else` of `#if 1`)."""
 
 
-class _Conditions:
+class Conditions:
     """Follows `#if`/`#ifdef`/`#ifndef`/`#elif`/`#else`/`#endif`: a branch whose condition is the
     constant 0 (or that follows a constant-true one) is dead and yields no facts; every other branch is
     live. For the walker it records where each conditional opens, where a second live branch starts and

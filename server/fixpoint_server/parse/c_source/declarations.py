@@ -8,25 +8,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fixpoint_server.parse.c_source.attributes import (
-    _align_value,
-    _attribute_groups,
-    _blank_groups,
-    _Group,
-    _settled,
+    AttributeGroup,
+    align_value,
+    attribute_groups,
+    blank_groups,
+    settled,
 )
-from fixpoint_server.parse.c_source.brackets import _strip
+from fixpoint_server.parse.c_source.brackets import strip_range
 from fixpoint_server.parse.c_source.expr import ELEMENT_SIZES, evaluate
 from fixpoint_server.parse.c_source.facts import Alignment, ArrayDef, ArrayKind
-from fixpoint_server.parse.c_source.values import _initializer_count
+from fixpoint_server.parse.c_source.state import ScanState
+from fixpoint_server.parse.c_source.values import initializer_count
 
-if TYPE_CHECKING:
-    from fixpoint_server.parse.c_source.scan import _Scanner
-
-
-_QUALIFIERS = frozenset({
+QUALIFIERS = frozenset({
     "static", "const", "extern", "volatile", "register", "inline", "__inline", "__inline__", "restrict",
     "__restrict", "auto", "thread_local", "_Thread_local", "__thread", "__I", "__O", "__IO", "__root",
     "__no_init", "PROGMEM",
@@ -51,24 +47,24 @@ class _Declarator:
     init: tuple[int, int] | None
     """(offset of `{`, offset of its `}`) of a brace initializer the walker jumped over."""
     eq: int | None
-    groups: list[_Group]
+    groups: list[AttributeGroup]
     """Attribute groups in start..head_end."""
     cleaned: str
     """Its text up to its `=` (or end) with the attribute groups blanked."""
 
 
-class _Declaration:
+class Declaration:
     """Reads one statement that may declare arrays: `[quals] type d1, d2 ...;` where each declarator
     is `name[dims] [attrs] [= init]`. Every such declarator is an ArrayDef of its own (its name, dims,
     alignment, initializer); pointers, functions and scalars among them are skipped. Attributes among the
     specifiers apply to every declarator, those inside a declarator to that one only (as GCC reads them)."""
 
     def __init__(
-        self, s: _Scanner, start: int, end: int, inits: list[tuple[int, int]], function: str | None
+        self, s: ScanState, start: int, end: int, inits: list[tuple[int, int]], function: str | None
     ) -> None:
         self.s, self.code = s, s.code
         self.start, self.end, self.inits, self.function = start, end, inits, function
-        self.shared: list[_Group] = []
+        self.shared: list[AttributeGroup] = []
         """Attribute groups among the specifiers."""
         self.words: list[tuple[str, int, int]] = []
         """The specifier words with their offsets."""
@@ -98,8 +94,8 @@ class _Declaration:
             eq = _top_level_eq(code, start, end)
         eq = None if eq == -1 else eq
         head_end = eq if eq is not None else end
-        groups = _attribute_groups(code, start, head_end)
-        return _Declarator(start, end, init, eq, groups, _blank_groups(code, start, head_end, groups))
+        groups = attribute_groups(code, start, head_end)
+        return _Declarator(start, end, init, eq, groups, blank_groups(code, start, head_end, groups))
 
     def head(self, item: _Declarator) -> tuple[bool, re.Match[str] | None]:
         """Read the specifiers from the first declarator: (whether this is a declaration, the match of
@@ -181,14 +177,14 @@ class _Declaration:
             return item.init[0], min(item.init[1] + 1, len(self.code))
         if item.eq is None:
             return None
-        a, b = _strip(self.code, item.eq + 1, item.end)
+        a, b = strip_range(self.code, item.eq + 1, item.end)
         return (a, b) if a < b else None
 
     def count(self, dims: tuple[str, ...], init: tuple[int, int] | None) -> int | None:
         defines = self.s.cfile.defines
         values = [evaluate(d, defines) if d else None for d in dims]
         if dims and not dims[0] and init is not None and all(v is not None for v in values[1:]):
-            outer = _initializer_count(self.s.masked, init, defines)
+            outer = initializer_count(self.s.masked, init, defines)
             values[0] = outer
         total = 1
         for value in values:
@@ -207,7 +203,7 @@ class _Declaration:
         found = []
         for group in (*self.shared, *item.groups):
             if group.align_text is not None:
-                value = _align_value(group.align_text, s.cfile.defines)
+                value = align_value(group.align_text, s.cfile.defines)
                 where = s.span(group.align_start, group.align_end) if group.align_text else None
                 found.append(Alignment(value, group.align_text, s.span(group.start, group.end), where))
         words = [w for w, _, _ in self.words]
@@ -216,11 +212,9 @@ class _Declaration:
         words.extend(m.group() for m in _WORD.finditer(item.cleaned, dims_end))
         found.extend(self.macro_alignments(words))
         if name.group(1) in s.pragma_aligns:
-            found.append(_settled(s.pragma_aligns[name.group(1)], s.cfile.defines))
+            found.append(settled(s.pragma_aligns[name.group(1)], s.cfile.defines))
         if first:
-            found.extend(
-                _settled(a, s.cfile.defines) for at, a in s.iar_aligns if self.start <= at < self.end
-            )
+            found.extend(settled(a, s.cfile.defines) for at, a in s.iar_aligns if self.start <= at < self.end)
         if not found:
             return None
         # Several requests: compilers use the strictest (GCC: "the largest alignment wins").
@@ -233,9 +227,9 @@ class _Declaration:
             define = defines.get(word)
             if define is None or define.params is not None or "align" not in define.value.lower():
                 continue
-            for group in _attribute_groups(define.value, 0, len(define.value)):
+            for group in attribute_groups(define.value, 0, len(define.value)):
                 if group.align_text is not None:
-                    value = _align_value(group.align_text, defines)
+                    value = align_value(group.align_text, defines)
                     yield Alignment(value, group.align_text, define.name_span, None)
 
 
@@ -256,7 +250,7 @@ def _items(
     """(start, end, brace initializer) of each top-level comma-separated declarator of the statement
     code[start:end]. The initializer bodies the walker jumped over are not searched again: a 50 MB table
     is skipped, and the commas inside it split nothing."""
-    if len(inits) < 2 and not _outside(code, ",", start, end, inits):  # one declarator: most statements
+    if len(inits) < 2 and not occurs_outside(code, ",", start, end, inits):  # one declarator: most statements
         return [(start, end, inits[0] if inits else None)]
     items: list[tuple[int, int, tuple[int, int] | None]] = []
     depth, item, item_init, pos = 0, start, None, start
@@ -278,7 +272,7 @@ def _items(
     return items
 
 
-def _outside(code: str, char: str, start: int, end: int, inits: list[tuple[int, int]]) -> bool:
+def occurs_outside(code: str, char: str, start: int, end: int, inits: list[tuple[int, int]]) -> bool:
     """Whether `char` is in code[start:end] outside the initializer bodies (which are not searched)."""
     pos = start
     for open_at, close in inits:
@@ -337,7 +331,7 @@ def _dims(cleaned: str, bracket: int) -> tuple[list[tuple[int, int]] | None, int
 
 def _type_words(words: list[str]) -> list[str]:
     """The element type at the end of the specifiers: builtin words together, `struct X`, or a name."""
-    words = [w for w in words if w not in _QUALIFIERS]
+    words = [w for w in words if w not in QUALIFIERS]
     if not words:
         return []
     if words[-1] in _BUILTIN_TYPE_WORDS:

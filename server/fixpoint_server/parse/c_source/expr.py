@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
-from fixpoint_server.parse.c_source.brackets import _matching_paren
-
-if TYPE_CHECKING:
-    from fixpoint_server.parse.c_source.facts import Define
-
+from fixpoint_server.parse.c_source.brackets import matching_paren
+from fixpoint_server.parse.c_source.facts import Define
 
 _TOKEN = re.compile(
     r"\s*(?:(0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)[uUlL]*(?![\w.])|([A-Za-z_]\w*)"
@@ -223,7 +219,7 @@ def referenced_name(expr: str) -> str | None:
     for _ in range(16):  # casts, `&` and parentheses, outermost first
         if text.startswith("&"):
             text = text[1:].lstrip()
-        elif text.startswith("(") and _matching_paren(text, 0, len(text)) == len(text):
+        elif text.startswith("(") and matching_paren(text, 0, len(text)) == len(text):
             text = text[1:-1].strip()
         elif (cast := _CAST_PREFIX.match(text)) is not None:
             text = text[cast.end() :].lstrip()

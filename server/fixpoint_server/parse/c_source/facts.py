@@ -1,16 +1,14 @@
 """The facts a C scan finds, as plain records with their spans: arrays, kernel calls, struct fields,
-macros, includes, functions and the header of a Fixpoint-generated file, gathered in a CFile.
+macros, includes, functions, initializer values and the header of a Fixpoint-generated file (one file's
+are gathered in a cfile.CFile). Records only: this module imports no other of the scanner's.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from fixpoint_server.findings import LineIndex, Span
-from fixpoint_server.parse.c_source.expr import evaluate
-from fixpoint_server.parse.c_source.values import Element, array_elements, array_values
+from fixpoint_server.findings import Span
 
 
 class ArrayKind(enum.Enum):
@@ -80,6 +78,15 @@ class ArrayDef:
         if self.count is None or self.elem_size is None:
             return None
         return self.count * self.elem_size
+
+
+@dataclass(frozen=True)
+class Element:
+    """One value of an initializer list and where it is in the file."""
+
+    value: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True)
@@ -163,34 +170,3 @@ class FunctionDef:
     span: Span
     start: int
     end: int
-
-
-@dataclass
-class CFile:
-    masked: str
-    """The text with comments and literal contents blanked (same length, same lines)."""
-    index: LineIndex
-    arrays: list[ArrayDef] = field(default_factory=list)
-    calls: list[CallSite] = field(default_factory=list)
-    fields: list[FieldAssignment] = field(default_factory=list)
-    defines: dict[str, Define] = field(default_factory=dict)
-    includes: list[Include] = field(default_factory=list)
-    functions: list[FunctionDef] = field(default_factory=list)
-    generated: GeneratedHeader | None = None
-
-    def array(self, name: str) -> ArrayDef | None:
-        """The definition of `name` in this file (else its extern declaration), if any."""
-        found = [a for a in self.arrays if a.name == name]
-        return next((a for a in found if a.kind is not ArrayKind.EXTERN), found[0] if found else None)
-
-    def elements(self, array: ArrayDef, defines: Mapping[str, Define] | None = None) -> list[Element] | None:
-        return array_elements(self.masked, array, defines if defines is not None else self.defines)
-
-    def values(self, array: ArrayDef, defines: Mapping[str, Define] | None = None) -> list[int] | None:
-        return array_values(self.masked, array, defines if defines is not None else self.defines)
-
-    def evaluate(self, expr: str) -> int | None:
-        return evaluate(expr, self.defines)
-
-    def span(self, start: int, end: int) -> Span:
-        return self.index.span(start, end)

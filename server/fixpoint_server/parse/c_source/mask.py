@@ -4,6 +4,11 @@ every offset and line break kept, so the scan can use str.find and regexes on co
 
 from __future__ import annotations
 
+import re
+
+CONTINUATION = re.compile(r"\\\r?\n")
+"""A backslash-newline: a define's value is its lines joined where these are."""
+
 
 def mask(text: str) -> str:
     """`text` with comments and the inside of string/char literals replaced by spaces (newlines kept).
@@ -23,7 +28,7 @@ def mask(text: str) -> str:
         start = min(live)
         end, quote = _masked_token(text, start, n)
         if end > start + 1 or quote:  # a comment or a literal (a lone `/` is a division)
-            inner = _blank(text[start + len(quote) : end - len(quote)])
+            inner = blank(text[start + len(quote) : end - len(quote)])
             pieces.extend((text[pos:start], quote, inner, quote))
             pos = end
         resume = max(end, start + 1)
@@ -43,7 +48,7 @@ def _masked_token(text: str, start: int, n: int) -> tuple[int, str]:
             close = text.find("*/", start + 2)
             return (n if close == -1 else close + 2), ""
         if after == "/":
-            return _line_end(text, start, n), ""
+            return line_end(text, start, n), ""
         return start + 1, ""
     end = start + 1
     while end < n:
@@ -57,7 +62,7 @@ def _masked_token(text: str, start: int, n: int) -> tuple[int, str]:
     return end, ""  # unterminated: blank it whole, up to the line break
 
 
-def _line_end(text: str, start: int, n: int) -> int:
+def line_end(text: str, start: int, n: int) -> int:
     """The end of a line, following backslash continuations (as a `//` comment or a directive does)."""
     end = text.find("\n", start)
     while end != -1 and _continued(text, end):
@@ -72,7 +77,8 @@ def _continued(text: str, newline: int) -> bool:
     return before >= 0 and text[before] == "\\"
 
 
-def _blank(s: str) -> str:
+def blank(s: str) -> str:
+    """Spaces in place of `s`, its line breaks kept (offsets and line numbers do not move)."""
     if "\n" not in s:
         return " " * len(s)
     return "\n".join(" " * len(line) for line in s.split("\n"))

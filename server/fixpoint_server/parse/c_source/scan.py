@@ -12,21 +12,21 @@ from collections.abc import Iterator
 
 from fixpoint_server.findings import LineIndex, Span
 from fixpoint_server.parse.c_source.brackets import split_arguments
-from fixpoint_server.parse.c_source.conditions import _Conditions
+from fixpoint_server.parse.c_source.cfile import CFile
+from fixpoint_server.parse.c_source.conditions import Conditions
 from fixpoint_server.parse.c_source.expr import evaluate
 from fixpoint_server.parse.c_source.facts import (
     Alignment,
     Argument,
     CallSite,
-    CFile,
     Define,
     FunctionDef,
     GeneratedHeader,
     Include,
 )
-from fixpoint_server.parse.c_source.mask import _blank, _line_end, mask
-from fixpoint_server.parse.c_source.values import _CONTINUATION
-from fixpoint_server.parse.c_source.walker import _Walker
+from fixpoint_server.parse.c_source.mask import CONTINUATION, blank, line_end, mask
+from fixpoint_server.parse.c_source.state import ScanState
+from fixpoint_server.parse.c_source.walker import Walker
 
 log = logging.getLogger(__name__)
 
@@ -59,17 +59,17 @@ _IAR_ALIGN = re.compile(r"data_alignment\s*=\s*(\S+)")
 
 
 class _Scanner:
+    """Reads one file's header and directives, then hands the code view to the statement walker in a
+    ScanState, then finds the calls."""
+
     def __init__(self, text: str, cfile: CFile) -> None:
         self.text = text
         self.masked = cfile.masked
         self.cfile = cfile
-        self.code = cfile.masked
-        """The masked text with directives and dead `#if 0` blocks blanked too."""
-        self.function_starts: list[int] = []
         self.pragma_aligns: dict[str, Alignment] = {}
         self.iar_aligns: list[tuple[int, Alignment]] = []
         self.conditions: list[tuple[int, int]] = []
-        """Where live conditionals open, switch branch and close, for the walker (_Conditions.events)."""
+        """Where live conditionals open, switch branch and close, for the walker (Conditions.events)."""
 
     def span(self, start: int, end: int) -> Span:
         return self.cfile.index.span(start, end)
@@ -77,9 +77,11 @@ class _Scanner:
     def run(self) -> None:
         self.cfile.generated = self._generated()
         blanks = self._directives()
-        self.code = _blanked(self.masked, blanks)
-        _Walker(self).walk()
-        self._calls()
+        state = ScanState(
+            self.cfile, _blanked(self.masked, blanks), self.conditions, self.pragma_aligns, self.iar_aligns
+        )
+        Walker(state).walk()
+        self._calls(state)
 
     # -- header and directives ---------------------------------------------------------------------
 
@@ -101,7 +103,7 @@ class _Scanner:
     def _directives(self) -> list[tuple[int, int]]:
         """Read every directive (defines, includes, alignment pragmas); return the ranges to blank."""
         blanks: list[tuple[int, int]] = []
-        conditions = _Conditions()
+        conditions = Conditions()
         for start, end in _directive_lines(self.masked):
             blanks.append((start, end))
             match = _DIRECTIVE.match(self.masked, start, end)
@@ -145,7 +147,7 @@ class _Scanner:
         params = None
         if match.group(2) is not None:
             params = tuple(p.strip() for p in match.group(2)[1:-1].split(",") if p.strip())
-        value = _CONTINUATION.sub(" ", self.masked[value_start:value_end])
+        value = CONTINUATION.sub(" ", self.masked[value_start:value_end])
         self.cfile.defines[match.group(1)] = Define(
             match.group(1), value, None, params, self.span(start, end),
             self.span(match.start(1), match.end(1)), value_start, value_end,
@@ -176,8 +178,8 @@ class _Scanner:
 
     # -- calls -------------------------------------------------------------------------------------
 
-    def _calls(self) -> None:
-        code, pos = self.code, 0
+    def _calls(self, state: ScanState) -> None:
+        code, pos = state.code, 0
         while True:
             at = code.find(_CALL_NAME, pos)
             if at == -1:
@@ -185,7 +187,7 @@ class _Scanner:
             pos = at + len(_CALL_NAME)
             if at > 0 and (code[at - 1].isalnum() or code[at - 1] == "_"):
                 continue
-            function = self._function_at(at)
+            function = _function_at(state, at)
             match = _CALL_REST.match(code, pos)
             if function is None or match is None:
                 continue
@@ -199,12 +201,13 @@ class _Scanner:
             )
             pos = open_at + 1
 
-    def _function_at(self, offset: int) -> FunctionDef | None:
-        functions = self.cfile.functions
-        i = bisect.bisect_right(self.function_starts, offset) - 1
-        if i >= 0 and functions[i].start <= offset < functions[i].end:
-            return functions[i]
-        return None
+
+def _function_at(state: ScanState, offset: int) -> FunctionDef | None:
+    functions = state.cfile.functions
+    i = bisect.bisect_right(state.function_starts, offset) - 1
+    if i >= 0 and functions[i].start <= offset < functions[i].end:
+        return functions[i]
+    return None
 
 
 # ---------------------------------------------------------------------------------- preprocessing
@@ -223,7 +226,7 @@ def _directive_lines(masked: str) -> Iterator[tuple[int, int]]:
         if before >= 0 and masked[before] not in "\n\r\f\v":
             pos = at + 1
             continue
-        end = _line_end(masked, at, n)
+        end = line_end(masked, at, n)
         yield at, end
         pos = end
 
@@ -237,7 +240,7 @@ def _blanked(masked: str, ranges: list[tuple[int, int]]) -> str:
             continue
         start = max(start, pos)
         pieces.append(masked[pos:start])
-        pieces.append(_blank(masked[start:end]))
+        pieces.append(blank(masked[start:end]))
         pos = end
     pieces.append(masked[pos:])
     return "".join(pieces)

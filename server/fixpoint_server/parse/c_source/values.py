@@ -6,27 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from fixpoint_server.parse.c_source.brackets import _closing_brace
+from fixpoint_server.parse.c_source.brackets import closing_brace
 from fixpoint_server.parse.c_source.expr import evaluate
-from fixpoint_server.parse.c_source.mask import mask
+from fixpoint_server.parse.c_source.facts import ArrayDef, Define, Element
+from fixpoint_server.parse.c_source.mask import CONTINUATION, mask
 
-if TYPE_CHECKING:
-    from fixpoint_server.parse.c_source.facts import ArrayDef, Define
-
-
-@dataclass(frozen=True)
-class Element:
-    """One value of an initializer list and where it is in the file."""
-
-    value: int
-    start: int
-    end: int
-
-
-_CONTINUATION = re.compile(r"\\\r?\n")
 _ITEM = re.compile(r"[^,\s{}\\](?:[^,{}\\\n]*[^,\s{}\\])?")
 _PLAIN_INT = re.compile(r"[-+]?(?:[1-9]\d*|0)")
 
@@ -48,7 +33,7 @@ def initializer_list(
         or masked[define.value_start : define.value_start + 1] != "{"
     ):
         return None
-    if _CONTINUATION.sub(" ", masked[define.value_start : define.value_end]) != define.value:
+    if CONTINUATION.sub(" ", masked[define.value_start : define.value_end]) != define.value:
         return None  # the macro is another file's: its offsets are not in this text
     close = masked.rfind("}", define.value_start, define.value_end)
     return (define.value_start, close + 1) if close != -1 else None
@@ -83,7 +68,7 @@ def array_values(text: str, array: ArrayDef, defines: Mapping[str, Define] | Non
     return None if elements is None else [e.value for e in elements]
 
 
-def _initializer_count(masked: str, init: tuple[int, int], defines: Mapping[str, Define]) -> int | None:
+def initializer_count(masked: str, init: tuple[int, int], defines: Mapping[str, Define]) -> int | None:
     """How many top-level items the initializer list has, counted with str.count (no values parsed)."""
     start, end = init
     if masked[start : start + 1] != "{":
@@ -109,7 +94,7 @@ def _count_items(code: str, a: int, b: int) -> int | None:
             return None  # a mix of lists and plain values: not a shape worth guessing
         if inner == -1:
             return count
-        close, _ = _closing_brace(code, inner, b)
+        close, _ = closing_brace(code, inner, b)
         count, pos = count + 1, close + 1
 
 

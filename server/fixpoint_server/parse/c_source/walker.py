@@ -8,18 +8,14 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from fixpoint_server.parse.c_source.attributes import _attribute_groups, _blank_groups
-from fixpoint_server.parse.c_source.brackets import _closing_brace, _split_top, _strip
+from fixpoint_server.parse.c_source.attributes import attribute_groups, blank_groups
+from fixpoint_server.parse.c_source.brackets import closing_brace, split_top_level, strip_range
 from fixpoint_server.parse.c_source.conditions import BRANCH, OPEN
-from fixpoint_server.parse.c_source.declarations import _QUALIFIERS, _Declaration, _outside
+from fixpoint_server.parse.c_source.declarations import QUALIFIERS, Declaration, occurs_outside
 from fixpoint_server.parse.c_source.expr import evaluate
 from fixpoint_server.parse.c_source.facts import FieldAssignment, FunctionDef
-
-if TYPE_CHECKING:
-    from fixpoint_server.parse.c_source.scan import _Scanner
-
+from fixpoint_server.parse.c_source.state import ScanState
 
 _PUNCT = re.compile(r"[{};]")
 _INIT_HEAD = re.compile(r"(?<![=!<>+\-*/%&|^])=\s*(?:\(\s*[A-Za-z_][\w\s*]*\)\s*)?$")
@@ -46,12 +42,12 @@ _State = tuple[tuple[_Scope, ...], int, int]
 """The open scopes and the function and struct counts among them."""
 
 
-class _Walker:
+class Walker:
     """Walks `{ } ;` of the code view: which statements are declarations, where functions are."""
 
-    def __init__(self, scanner: _Scanner) -> None:
-        self.s = scanner
-        self.code = scanner.code
+    def __init__(self, state: ScanState) -> None:
+        self.s = state
+        self.code = state.code
         self.stack: list[_Scope] = []
         self.functions = 0
         self.structs = 0
@@ -81,7 +77,7 @@ class _Walker:
                 self.statement(stmt, at, inits)
                 stmt, pos, inits = at + 1, at + 1, []
             elif char == "{" and _INIT_HEAD.search(code, inits[-1][1] + 1 if inits else stmt, at):
-                close, pos = _closing_brace(code, at)
+                close, pos = closing_brace(code, at)
                 inits.append((at, close))
             elif char == "{":
                 self.open(stmt, at)
@@ -159,8 +155,8 @@ class _Walker:
     def statement(self, start: int, end: int, inits: list[tuple[int, int]]) -> None:
         if self.structs:
             return
-        if _outside(self.code, "[", start, end, inits):
-            _Declaration(self.s, start, end, inits, self.function).read()
+        if occurs_outside(self.code, "[", start, end, inits):
+            Declaration(self.s, start, end, inits, self.function).read()
         if inits and self.code.find("[", start, inits[0][0]) == -1:  # `cmsis_nn_dims d = {...}`
             self.designated(start, inits[0])
         if self.functions and self.code.find("=", start, end) != -1:
@@ -170,7 +166,7 @@ class _Walker:
         match = _ASSIGN.search(self.code, start, end)
         if match is None:
             return
-        a, b = _strip(self.code, match.end(), end)
+        a, b = strip_range(self.code, match.end(), end)
         if a >= b:
             return
         kind = "assign" if match.group(2) == "." else "arrow"
@@ -202,17 +198,17 @@ class _Walker:
         words = re.findall(r"[A-Za-z_]\w*", self.code[start:eq])
         if eq == -1 or len(words) < 2 or "(" in self.code[start:eq]:
             return
-        var, struct = words[-1], " ".join(w for w in words[:-1] if w not in _QUALIFIERS) or None
+        var, struct = words[-1], " ".join(w for w in words[:-1] if w not in QUALIFIERS) or None
         self.items(var, struct, open_at, close, "")
 
     def items(self, var: str, struct: str | None, open_at: int, close: int, prefix: str) -> None:
-        for position, (a, b) in enumerate(_split_top(self.code, open_at + 1, close)):
+        for position, (a, b) in enumerate(split_top_level(self.code, open_at + 1, close)):
             match = _DESIGNATOR.match(self.code, a, b)
             if match is None:
                 if not prefix and self.code[a] != "{":
                     self.s.cfile.fields.append(self.field(var, "", a, b, a, "designated", struct, position))
                 continue
-            va, vb = _strip(self.code, match.end(), b)
+            va, vb = strip_range(self.code, match.end(), b)
             path = prefix + match.group(1)
             if va < vb and self.code[va] == "{":
                 inner_close = self.code.rfind("}", va, vb)
@@ -227,6 +223,6 @@ class _Walker:
 
 def _function_name(head: str) -> str | None:
     """The name in a function definition's head: the first `name(` outside attributes."""
-    cleaned = _blank_groups(head, 0, len(head), _attribute_groups(head, 0, len(head)))
+    cleaned = blank_groups(head, 0, len(head), attribute_groups(head, 0, len(head)))
     match = re.search(r"([A-Za-z_]\w*)\s*\(", cleaned)
     return match.group(1) if match else None

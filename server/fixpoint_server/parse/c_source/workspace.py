@@ -7,10 +7,17 @@ from collections import ChainMap
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from fixpoint_server.parse.c_source.attributes import _align_value
+from fixpoint_server.parse.c_source.attributes import align_value
+from fixpoint_server.parse.c_source.cfile import CFile
 from fixpoint_server.parse.c_source.expr import evaluate
-from fixpoint_server.parse.c_source.facts import ArrayDef, ArrayKind, CallSite, CFile, Define, FieldAssignment
-from fixpoint_server.parse.c_source.values import Element
+from fixpoint_server.parse.c_source.facts import (
+    ArrayDef,
+    ArrayKind,
+    CallSite,
+    Define,
+    Element,
+    FieldAssignment,
+)
 
 
 class CWorkspace:
@@ -89,7 +96,7 @@ class CWorkspace:
     def alignment(self, path: Path, array: ArrayDef) -> int | None:
         if array.align is None or array.align.value is not None:
             return array.alignment
-        return _align_value(array.align.text, self.defines_for(path))
+        return align_value(array.align.text, self.defines_for(path))
 
     def elements(self, path: Path, array: ArrayDef) -> list[Element] | None:
         cfile = self.files.get(path)
