@@ -3,7 +3,9 @@
 #   make demo   the main job: the shipped example end to end (examples/fashion/run_example.py): quantize,
 #               evaluate, generate, build for qemu-m4, flash-verify, summary, HTML report in examples/fashion/out
 #   make bench  conformance of the reference kernels, then the ds_cnn_s benchmark
-#   make test   the test suite (pytest), then the VS Code extension's TypeScript unit tests (npm test)
+#   make test   the static checks (make lint), the test suite (pytest), then the VS Code extension's
+#               TypeScript unit tests (npm test)
+#   make lint   ruff (lint and format) and mypy --strict over quantcore and the language server
 #   make fuzz   the property-based tests, round after round with new seeds, for FUZZ_SECONDS
 VECTORS ?= ../shared/cmsisnn-vectors
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -15,7 +17,7 @@ INSTALLED := $(VENV)/.fixpoint-installed
 EXT := vscode-extension
 EXT_INSTALLED := $(EXT)/node_modules/.package-lock.json
 
-.PHONY: demo bench test fuzz install
+.PHONY: demo bench test lint fuzz install
 
 install: $(INSTALLED) $(EXT_INSTALLED)
 
@@ -45,9 +47,15 @@ bench: $(INSTALLED)
 
 # The extension's `npm test`: its build (schema copy, rules from the server via FIXPOINT_PYTHON, tsc
 # --noEmit, esbuild) and its unit tests (node --test). The tests inside VS Code are .ci/vscode-extension.sh.
-test: $(INSTALLED) $(EXT_INSTALLED)
+test: lint $(EXT_INSTALLED)
 	$(BIN)/pytest
 	cd $(EXT) && FIXPOINT_PYTHON=$(abspath $(BIN)/python) npm test --silent
+
+# mypy's file list in pyproject.toml is the whole of quantcore and the server: nothing falls out of it.
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Every property-based test (hypothesis, marked `fuzz`) with FUZZ_EXAMPLES examples each, one round per
 # seed (1, 2, ...), until FUZZ_SECONDS have passed (the round under way finishes). A failure stops it;

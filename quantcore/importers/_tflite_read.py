@@ -268,7 +268,7 @@ class _Reader:
         return TflOperator(index, name, inputs, outputs, _options(op, name))
 
 
-_OPTIONS: dict[str, tuple[type, tuple[str, ...]]] = {
+_OPTIONS: dict[str, tuple[Any, tuple[str, ...]]] = {  # the tflite package's untyped option classes
     "CONV_2D": (
         tflite.Conv2DOptions,
         ("Padding", "StrideH", "StrideW", "DilationHFactor", "DilationWFactor", "FusedActivationFunction"),

@@ -30,13 +30,11 @@ from quantcore.importers import _onnx_load, _qdq
 from quantcore.importers._builder import Builder
 from quantcore.importers._handlers import HANDLERS
 from quantcore.importers._isolated import isolated
+from quantcore.importers._source import Source as OnnxSource
 from quantcore.ir import Graph
 from quantcore.support import ONNX_OPS, unsupported_reason
 
 __all__ = ["OnnxImport", "OnnxSource", "import_onnx", "load_source", "read_onnx"]
-
-OnnxSource = _onnx_load.Source
-"""A model's bytes as read (read_onnx), and how messages name it."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,7 @@ def load_source(source: OnnxSource, *, batch: int = 1, name: str | None = None) 
     return OnnxImport(_import(source, loaded, name=name, fmt="onnx"), loaded.runnable)
 
 
-def _import(source: _onnx_load.Source, loaded: _onnx_load.Loaded, *, name: str | None, fmt: str) -> Graph:
+def _import(source: OnnxSource, loaded: _onnx_load.Loaded, *, name: str | None, fmt: str) -> Graph:
     graph = loaded.model.graph
     plan = _qdq.plan(graph, loaded.consts, loaded.types, source.path)
     builder = Builder(source.path, loaded, plan)

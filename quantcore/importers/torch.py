@@ -27,6 +27,7 @@ from quantcore.display import said, shown
 from quantcore.errors import TORCH_MISSING, ModelError
 from quantcore.importers import _onnx_load
 from quantcore.importers._isolated import isolated
+from quantcore.importers._source import Source
 from quantcore.importers.onnx import _import
 from quantcore.ir import Graph
 
@@ -195,7 +196,7 @@ def import_torch(
     The export is torch's default exporter's, or the TorchScript exporter's when that one is unavailable
     or fails (a one-line note to `note`, by default stderr); `dynamo=False` asks for the TorchScript one."""
     label = f"torch:{type(module).__name__}"
-    source = _onnx_load.Source(export_onnx(module, example_input, dynamo=dynamo, note=note), label, None)
+    source = Source(export_onnx(module, example_input, dynamo=dynamo, note=note), label, None)
     first = example_input[0] if isinstance(example_input, tuple | list) else example_input
     batch = int(first.shape[0]) if getattr(first, "ndim", 0) else 1
     label_name = name or type(module).__name__

@@ -32,7 +32,7 @@ class Window:
             _out(input_hw[1], self.kernel[1], self.stride[1], self.padding[1], self.dilation[1]),
         )
 
-    def pad(self, x: np.ndarray[Any, Any], output_hw: tuple[int, int], fill: int) -> np.ndarray[Any, Any]:
+    def pad(self, x: np.ndarray[Any, Any], output_hw: tuple[int, int], fill: float) -> np.ndarray[Any, Any]:
         """`x` (N, H, W, C) padded with `fill` so that every tap of every output pixel is in range."""
         return self.pad_shifted(x, output_hw, fill, 0, x.dtype)
 
@@ -40,7 +40,7 @@ class Window:
         self,
         x: np.ndarray[Any, Any],
         output_hw: tuple[int, int],
-        fill: int,
+        fill: float,
         offset: int,
         dtype: Any,
     ) -> np.ndarray[Any, Any]:

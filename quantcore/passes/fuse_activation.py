@@ -44,7 +44,7 @@ def _fuse_one(graph: Graph, act: Node) -> Graph:
     ):
         return graph
     kind, clip = activation_of(act)
-    attrs = {"activation": kind}
+    attrs: dict[str, object] = {"activation": kind}
     if clip is not None:
         attrs["clip"] = clip
     fused = producer.with_attrs(**attrs).evolve(outputs=act.outputs)

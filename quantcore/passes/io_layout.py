@@ -50,9 +50,9 @@ def model_shape(graph: Graph, name: str) -> tuple[int, ...]:
 
 def to_firmware(graph: Graph, name: str, value: Array) -> Array:
     """Values of `name` in the model's layout -> the firmware's (what model.h tells an application)."""
-    return value.transpose(NCHW_TO_NHWC) if transposed(graph, name) and value.ndim == 4 else value  # type: ignore[return-value]
+    return value.transpose(NCHW_TO_NHWC) if transposed(graph, name) and value.ndim == 4 else value
 
 
 def to_model(graph: Graph, name: str, value: Array) -> Array:
     """Values of `name` in the firmware's layout -> the model's."""
-    return value.transpose(NHWC_TO_NCHW) if transposed(graph, name) and value.ndim == 4 else value  # type: ignore[return-value]
+    return value.transpose(NHWC_TO_NCHW) if transposed(graph, name) and value.ndim == 4 else value

@@ -100,7 +100,9 @@ def _is_transpose(node: Node, perm: tuple[int, ...]) -> bool:
     return node.op is Op.TRANSPOSE and tuple(int(a) for a in node.attr("perm", ())) == perm
 
 
-def _rewrite(old: Graph, new: Graph, node: Node, four_d: set[str], fresh: count) -> tuple[list[Node], Graph]:
+def _rewrite(
+    old: Graph, new: Graph, node: Node, four_d: set[str], fresh: count[int]
+) -> tuple[list[Node], Graph]:
     x = node.inputs[0] if node.inputs else ""
     if node.op is Op.CONV2D:
         return _conv(old, new, node)
@@ -164,7 +166,9 @@ def _broadcast_constants_nhwc(graph: Graph, node: Node) -> Graph:
     return graph
 
 
-def _reshape(old: Graph, new: Graph, node: Node, four_d: set[str], fresh: count) -> tuple[list[Node], Graph]:
+def _reshape(
+    old: Graph, new: Graph, node: Node, four_d: set[str], fresh: count[int]
+) -> tuple[list[Node], Graph]:
     x, y = node.inputs[0], node.outputs[0]
     shape = old.tensor(x).shape
     if x in four_d and y not in four_d and shape[2] * shape[3] == 1:

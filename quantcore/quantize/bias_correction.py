@@ -49,8 +49,9 @@ Floats = npt.NDArray[np.float64]
 
 
 class Samples(Protocol):
-    x: np.ndarray
-    """The samples in the model's own layout, batch first."""
+    @property
+    def x(self) -> np.ndarray:
+        """The samples in the model's own layout, batch first."""
 
     def __len__(self) -> int: ...
 

@@ -49,12 +49,12 @@ def _nhwc(graph: Graph, node: Node) -> bool:
 def _activate(node: Node, y: Array) -> Array:
     act = node.attr("activation", Activation.NONE)
     if act is Activation.RELU:
-        return np.maximum(y, 0.0)
+        return np.asarray(np.maximum(y, 0.0))
     if act is Activation.RELU6:
-        return np.clip(y, 0.0, 6.0)
+        return np.asarray(np.clip(y, 0.0, 6.0))
     if act is Activation.CLIP:
         lo, hi = node.attr("clip")
-        return np.clip(y, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+        return np.asarray(np.clip(y, -np.inf if lo is None else lo, np.inf if hi is None else hi))
     return y
 
 
@@ -131,7 +131,7 @@ def _batch_norm(node: Node, args: list[Array | None], graph: Graph) -> Array:
     assert x is not None and scale is not None and bias is not None and mean is not None and var is not None
     k = scale / np.sqrt(var + node.attr("epsilon", 1e-5))
     shape = (1, 1, 1, -1) if _nhwc(graph, node) else (1, -1) + (1,) * (x.ndim - 2)
-    return (x - mean.reshape(shape)) * k.reshape(shape) + bias.reshape(shape)
+    return np.asarray((x - mean.reshape(shape)) * k.reshape(shape) + bias.reshape(shape))
 
 
 def _pool(node: Node, args: list[Array | None], graph: Graph) -> Array:
@@ -165,7 +165,7 @@ def _global_avg_pool(node: Node, args: list[Array | None], graph: Graph) -> Arra
     x = args[0]
     assert x is not None
     axes = (1, 2) if _nhwc(graph, node) else tuple(range(2, x.ndim))
-    return x.mean(axis=axes, keepdims=True)
+    return np.asarray(x.mean(axis=axes, keepdims=True))
 
 
 def _softmax(node: Node, args: list[Array | None], graph: Graph) -> Array:
@@ -173,7 +173,7 @@ def _softmax(node: Node, args: list[Array | None], graph: Graph) -> Array:
     assert x is not None
     axis = node.attr("axis", x.ndim - 1)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    return np.asarray(e / e.sum(axis=axis, keepdims=True))
 
 
 def _binary(fn: Callable[[Array, Array], Array]) -> Callable[[Node, list[Array | None], Graph], Array]:
