@@ -4,7 +4,9 @@
                                    [--samples 10000] [--cache DIR] [--profile] [--repeat R]
 
 Each net (trained and exported by bench/fashion_mnist/run.py or train.py into the benchmark cache) is
-quantized once with default options and 100 calibration images, by the --after tree; then `fixpoint
+quantized once with default options and 100 calibration images, by the --before tree (an older tree may
+refuse a newer quantizer's document - a transform it does not know - while a newer one reads older
+documents); then `fixpoint
 evaluate MODEL params.json --data test.npz --report-json R` runs as a whole CLI process with PYTHONPATH
 pointing at --before (e.g. a checkout of main) and at --after (this tree by default), one after the other
 in the same run. Printed per net: both wall times, their ratio, and whether the two JSON reports are
@@ -106,7 +108,7 @@ def main() -> int:
                 print(f"{net}: {model} is missing; run bench/fashion_mnist/train.py first", file=sys.stderr)
                 return 1
             params = work / f"{net}.json"
-            quantize(args.after, model, paths["calib_100"], params)
+            quantize(args.before, model, paths["calib_100"], params)
             times: dict[str, float] = {"before": float("inf"), "after": float("inf")}
             reports = {}
             for _ in range(args.repeat):

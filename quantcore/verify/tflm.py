@@ -20,17 +20,21 @@ so a crash in it is a message.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from quantcore import limits, untrusted
 from quantcore.errors import ModelError
 from quantcore.importers._isolated import isolated
-from quantcore.importers._tflite_read import TflModel, read_model
 from quantcore.ir import Graph
 from quantcore.quantize.scheme import quantize_activation
 from quantcore.runtime import int8_exec
+
+if TYPE_CHECKING:
+    # The tflite reader (and the tflite package, 0.4 s to import) is needed only for a .tflite model:
+    # `fixpoint evaluate` asks every model whether it is one.
+    from quantcore.importers._tflite_read import TflModel
 
 INSTALL = "pip install 'fixpoint[tflm]'"
 NOT_INSTALLED = f"not run: the tflite-micro package (TFLM's interpreter) is not installed ({INSTALL})"
@@ -98,6 +102,8 @@ def _run_tflm(data: bytes, path: str, recorded: str | None, x: np.ndarray, q: np
     the model `data` - the one imported when its sha256 is `recorded`."""
     from tflite_micro.python.tflite_micro import runtime
 
+    from quantcore.importers._tflite_read import read_model
+
     model = read_model(data, path)  # hashes the bytes once
     if recorded and model.sha256 != recorded:
         raise ModelError(path, "changed while it was being evaluated; run fixpoint evaluate again")
@@ -148,13 +154,11 @@ def inner_outputs(model: TflModel) -> list[int]:
     producers = {op.outputs[0]: op for op in model.operators if op.outputs}
     inner = []
     for index in model.outputs:
-        op = producers.get(index)
-        if (
-            op is not None
+        op: Any = producers.get(index)
+        edge = (
+            model.tensors[index].dtype not in _INTEGER
+            and op is not None
             and op.op in ("DEQUANTIZE", "QUANTIZE")
-            and model.tensors[index].dtype not in _INTEGER
-        ):
-            inner.append(op.inputs[0])
-        else:
-            inner.append(index)
+        )
+        inner.append(op.inputs[0] if edge else index)
     return inner
