@@ -57,6 +57,36 @@ def svdf_biases_divided(raw: bytes, divisor: int) -> bytes:
     return bytes(data)
 
 
+SVDF_TIME_WEIGHTS_INPUT, SVDF_BIAS_INPUT, SVDF_STATE_INPUT = 2, 3, 4
+
+
+def svdf_int8_state_model(raw: bytes, time_scale_divisor: float) -> bytes:
+    """keyword_scrambled_8bit made an arm_svdf_s8 model, in place: every SVDF's int8 activation state
+    zero point set to 0 (its zero points -50, -13... are what arm_svdf_s8, with no state offset, cannot
+    reproduce; at 0 the layer is TFLM's int8-state SVDF exactly), and every SVDF's time weights' and
+    bias's scales divided by `time_scale_divisor` (its scrambled time weights drive every output to -128
+    or 127 at the scale they have; TFLM derives the output multiplier from it and checks that the bias
+    scale is s_state * s_time)."""
+    import tflite
+
+    data = bytearray(raw)
+    model = tflite.Model.GetRootAsModel(raw, 0)
+    graph = model.Subgraphs(0)
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        if model.OperatorCodes(op.OpcodeIndex()).BuiltinCode() != tflite.BuiltinOperator.SVDF:
+            continue
+        state = graph.Tensors(int(op.Inputs(SVDF_STATE_INPUT))).Quantization()
+        start = int(state._tab.Vector(state._tab.Offset(10)))  # QuantizationParameters.zero_point: [int64]
+        data[start : start + 8 * state.ZeroPointLength()] = bytes(8 * state.ZeroPointLength())
+        for position in SVDF_TIME_WEIGHTS_INPUT, SVDF_BIAS_INPUT:  # TFLM: s_bias = s_state * s_time
+            quant = graph.Tensors(int(op.Inputs(position))).Quantization()
+            start = int(quant._tab.Vector(quant._tab.Offset(8)))  # QuantizationParameters.scale: [float32]
+            scale = np.frombuffer(raw[start : start + 4], np.float32) / np.float32(time_scale_divisor)
+            data[start : start + 4] = scale.astype(np.float32).tobytes()
+    return bytes(data)
+
+
 def repo() -> Path:
     return Path(os.environ.get("FIXPOINT_TFLM_REPO") or Path.home() / ".cache" / "fixpoint" / "tflite-micro")
 

@@ -377,8 +377,10 @@ class LstmCall:
 
 @dataclass(frozen=True)
 class SvdfCall:
-    """arm_svdf_state_s16_s8, stateful: its int16 state and two int32 work buffers are the layer's own
-    static buffers outside the arena; the state persists from one invoke to the next, reset by init."""
+    """arm_svdf_state_s16_s8 (int16 state and time weights) or arm_svdf_s8 (int8), stateful: its state and
+    two int32 work buffers are the layer's own static buffers outside the arena; the state persists from
+    one invoke to the next, reset by init. arm_svdf_s8 also takes the shared scratch context: on Helium
+    it reads the feature weights' row sums there (times -input_offset), which the call computes first."""
 
     kind: ClassVar[str] = "svdf"
     kernel: str
@@ -402,10 +404,19 @@ class SvdfCall:
     alignment: int
 
     @property
+    def state_ctype(self) -> str:
+        """The state's and the time weights' element type."""
+        return "int8_t" if self.kernel == "arm_svdf_s8" else "int16_t"
+
+    @property
+    def buffer_size_function(self) -> str | None:
+        return "arm_svdf_s8_get_buffer_size" if self.kernel == "arm_svdf_s8" else None
+
+    @property
     def state_buffers(self) -> tuple[StateBuffer, ...]:
-        """The int16 state, and the int32 work buffers of the filters' and the units' sums."""
+        """The state, and the int32 work buffers of the filters' and the units' sums."""
         return (
-            StateBuffer("state", "int16_t", self.batch * self.filters * self.memory, self.alignment),
+            StateBuffer("state", self.state_ctype, self.batch * self.filters * self.memory, self.alignment),
             StateBuffer("filter_sums", "int32_t", self.batch * self.filters, self.alignment),
             StateBuffer("unit_sums", "int32_t", self.batch * self.units, self.alignment),
         )

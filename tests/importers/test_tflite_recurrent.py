@@ -1,7 +1,8 @@
 """TFLite's recurrent layers from TFLM's own int8 models: UNIDIRECTIONAL_SEQUENCE_LSTM (mnist_lstm,
-micro_speech_lstm) and SVDF (keyword_scrambled, int16 state), run by Fixpoint's int8 reference executor
-against TFLM's interpreter byte for byte - every layer, over several invokes in a row, the state carried
-from one to the next as TFLM carries its variable tensors - and what cannot run on CMSIS-NN refused."""
+micro_speech_lstm) and SVDF (keyword_scrambled, int16 state; keyword_scrambled_8bit, int8 state at zero
+point 0), run by Fixpoint's int8 reference executor against TFLM's interpreter byte for byte - every
+layer, over several invokes in a row, the state carried from one to the next as TFLM carries its variable
+tensors - and what cannot run on CMSIS-NN refused."""
 
 from __future__ import annotations
 
@@ -49,8 +50,18 @@ def unsaturated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _path(name: str, unsaturated: Path) -> Path:
-    return unsaturated if name == "unsaturated" else tflm.model(name)
+@pytest.fixture(scope="module")
+def int8_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """keyword_scrambled_8bit with its int8 SVDF states at zero point 0: arm_svdf_s8's model."""
+    path = tmp_path_factory.mktemp("svdf") / "keyword_scrambled_int8_state.tflite"
+    raw = tflm.model("keyword_scrambled_8bit").read_bytes()
+    path.write_bytes(tflm.svdf_biases_divided(tflm.svdf_int8_state_model(raw, 16), BIAS_DIVISOR))
+    return path
+
+
+def _path(name: str, unsaturated: Path, int8_state: Path) -> Path:
+    made = {"unsaturated": unsaturated, "int8_state": int8_state}
+    return made[name] if name in made else tflm.model(name)
 
 
 def _inputs(interpreter: object, seed: int) -> np.ndarray:
@@ -75,12 +86,14 @@ def _tflm_layers(path: Path, xs: np.ndarray, names: list[str]) -> dict[str, np.n
     return {name: np.stack(row) for name, row in rows.items()}
 
 
-MODELS = ["trained_lstm_int8", "micro_speech_lstm", "keyword_scrambled", "unsaturated"]
+MODELS = ["trained_lstm_int8", "micro_speech_lstm", "keyword_scrambled", "unsaturated", "int8_state"]
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_every_layer_matches_tflm_over_invokes_in_a_row(name: str, unsaturated: Path) -> None:
-    path = _path(name, unsaturated)
+def test_every_layer_matches_tflm_over_invokes_in_a_row(
+    name: str, unsaturated: Path, int8_state: Path
+) -> None:
+    path = _path(name, unsaturated, int8_state)
     qgraph = pipeline.quantize_imported(pipeline.load_model(path)).qgraph
     xs = _inputs(tflm.interpreter(path), seed=21)
     names = [n.outputs[0] for n in qgraph.nodes]
@@ -91,14 +104,15 @@ def test_every_layer_matches_tflm_over_invokes_in_a_row(name: str, unsaturated: 
 
 
 @pytest.mark.parametrize(
-    ("name", "layer", "distinct"), [("trained_lstm_int8", 0, 200), ("unsaturated", 1, 20)]
+    ("name", "layer", "distinct"),
+    [("trained_lstm_int8", 0, 200), ("unsaturated", 1, 20), ("int8_state", 1, 5)],
 )
 def test_the_state_is_carried_from_one_invoke_to_the_next(
-    name: str, layer: int, distinct: int, unsaturated: Path
+    name: str, layer: int, distinct: int, unsaturated: Path, int8_state: Path
 ) -> None:
     """The recurrent layer's output takes many values (the check is not met by a saturated layer), and
     running each invoke from the reset state instead of the carried one gives other bytes than TFLM's."""
-    path = _path(name, unsaturated)
+    path = _path(name, unsaturated, int8_state)
     qgraph = pipeline.quantize_imported(pipeline.load_model(path)).qgraph
     xs = _inputs(tflm.interpreter(path), seed=5)
     out = qgraph.nodes[layer].outputs[0]

@@ -1,8 +1,11 @@
 """The generated C of TFLM's recurrent models computes what TFLM computes, invoke after invoke: the SVDF
-layers of keyword_scrambled (arm_svdf_state_s16_s8, int16 input, int16 softmax output) with their state
-in the layer's own buffers, on the host, qemu-m4 and qemu-m55 - every layer against Fixpoint's reference
-executor and the output against TFLM's interpreter, over cases run in a row (the state carried). The
-LSTM models go through the public commands in test_tflite_firmware.py."""
+layers of keyword_scrambled (arm_svdf_state_s16_s8, int16 input, int16 softmax output) and of
+keyword_scrambled_8bit with its int8 states' zero points set to 0 (arm_svdf_s8, the kernel TFLM's
+int8-state SVDF then is) with their state in the layer's own buffers, on the host, qemu-m4 and qemu-m55 -
+every layer against Fixpoint's reference executor and the output against TFLM's interpreter, over cases
+run in a row (the state carried). The LSTM models go through the public commands in
+test_tflite_firmware.py.
+"""
 
 from __future__ import annotations
 
@@ -39,18 +42,42 @@ FEATURES = 3000
 """|q| of the int16 input features (~1.9 at the model's input scale 0.000625)."""
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("svdf") / "keyword_scrambled_bias.tflite"
-    path.write_bytes(tflm.svdf_biases_divided(tflm.model("keyword_scrambled").read_bytes(), 1000))
-    return path
+SVDF_BIAS_DIVISOR = 1000
+"""The keyword models' scrambled SVDF biases saturate every output; divided by this they do not."""
+TIME_SCALE_DIVISOR = 16
+"""keyword_scrambled_8bit's time weights' scale divided by this: its outputs take many values then."""
+STATE_BYTES = {
+    # 7 SVDF layers' state and int32 work buffers (filter and unit sums), outside the arena: 4 of 64
+    # filters of 8 steps, 3 of 32 filters of 32 steps (rank 1: as many units as filters)
+    "int16_state": 4 * (64 * 8 * 2 + 64 * 4 + 64 * 4) + 3 * (32 * 32 * 2 + 32 * 4 + 32 * 4),
+    "int8_state": 4 * (64 * 8 + 64 * 4 + 64 * 4) + 3 * (32 * 32 + 32 * 4 + 32 * 4),
+}
+
+
+@pytest.fixture(scope="module", params=list(STATE_BYTES))
+def model(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """keyword_scrambled (int16 state) or keyword_scrambled_8bit made an arm_svdf_s8 model (int8 state),
+    their biases divided."""
+    kind = str(request.param)
+    path = tmp_path_factory.mktemp("svdf") / f"{kind}.tflite"
+    if kind == "int16_state":
+        raw = tflm.model("keyword_scrambled").read_bytes()
+    else:
+        raw = tflm.svdf_int8_state_model(
+            tflm.model("keyword_scrambled_8bit").read_bytes(), TIME_SCALE_DIVISOR
+        )
+    path.write_bytes(tflm.svdf_biases_divided(raw, SVDF_BIAS_DIVISOR))
+    return kind, path
 
 
 @pytest.mark.parametrize("target", ["host", "qemu-m4", "qemu-m55"])
 def test_svdf_firmware_matches_the_reference_and_tflm_invoke_after_invoke(
-    target: str, model: Path, cross: cmsis_nn.CmsisNn, tmp_path: Path
+    target: str, model: tuple[str, Path], cross: cmsis_nn.CmsisNn, tmp_path: Path
 ) -> None:
-    qgraph = pipeline.quantize_imported(pipeline.load_model(model)).qgraph
+    kind, path = model
+    qgraph = pipeline.quantize_imported(pipeline.load_model(path)).qgraph
+    kernel = "arm_svdf_s8" if kind == "int8_state" else "arm_svdf_state_s16_s8"
+    assert [n.attr("kernel") for n in qgraph.nodes].count(kernel) == 7
     spec = BUILTIN[target]
     generate(qgraph, tmp_path / "model", core=spec.core, force=True)
     cases = np.random.default_rng(4).integers(-FEATURES, FEATURES + 1, size=(CASES, 96)).astype(np.int16)
@@ -66,8 +93,7 @@ def test_svdf_firmware_matches_the_reference_and_tflm_invoke_after_invoke(
                 )
             )
     assert len(run.transcript.cases) == CASES and differing == 0
-    assert [case.output for case in run.transcript.cases] == _tflm_outputs(model, cases)
-    # 7 SVDF layers' int16 state and int32 work buffers, outside the arena
-    assert read_header(tmp_path / "model").state_bytes == 4 * (64 * 8 * 2 + 64 * 4 + 64 * 4) + 3 * (
-        32 * 32 * 2 + 32 * 4 + 32 * 4
-    )
+    assert [case.output for case in run.transcript.cases] == _tflm_outputs(path, cases)
+    assert read_header(tmp_path / "model").state_bytes == STATE_BYTES[kind]
+    # the layers compute many values (not a saturated model): the first SVDF's output
+    assert np.unique(env[qgraph.nodes[1].outputs[0]]).size >= 5
