@@ -472,6 +472,8 @@ def _lstm(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.LstmC
 
     params = lstm_params(ctx.graph, node, p)
     batch, steps, size = ctx.shape(node.inputs[0])
+    if params.time_major:  # (time, batch, features)
+        batch, steps = steps, batch
     hidden = int(params.forget_gate.hidden_weights.shape[0])
     gates = {}
     for name in ("forget", "input", "cell", "output"):

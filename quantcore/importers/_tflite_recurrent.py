@@ -58,11 +58,6 @@ def refusal(op: TflOperator) -> str | None:
     activation = int(op.options.get("FusedActivationFunction", 4))
     if activation not in _CELL_ACTIVATIONS:
         return f"its cell activation is {activation}; TFLM and CMSIS-NN take TANH or SIGMOID"
-    if op.options.get("TimeMajor", False):
-        return (
-            "it is time-major; Fixpoint stacks samples along the first axis, so it takes batch-major LSTMs"
-            " (Keras's default)"
-        )
     if float(op.options.get("ProjClip", 0.0)):
         return "it has a projection clip (CMSIS-NN's kernel has no projection)"
     return None
@@ -140,9 +135,13 @@ def lstm(state: _State, op: TflOperator) -> None:
         raise state.error(op, FLOAT_RECURRENT)
     x = _input(state, op, 0)
     y = _output(state, op)
-    time_major = False  # refusal() turned time-major layers away
+    # Time-major: (time, batch, features) - the kernel's time_major flag; the first axis is still the one
+    # inferences stack along (each inference is the whole (time, batch, features) block).
+    time_major = bool(op.options.get("TimeMajor", False))
     shape = state.tensors[x].shape
-    batch = shape[0]
+    if len(shape) != 3:
+        raise state.error(op, f"takes an input of shape {shape}; TFLite's sequence LSTM takes 3 axes")
+    batch = shape[1] if time_major else shape[0]
     inputs = [_constant(state, op, p, ("INT8",), "input weights") for p in _LSTM_INPUT_WEIGHTS]
     recurrent = [_constant(state, op, p, ("INT8",), "recurrent weights") for p in _LSTM_RECURRENT_WEIGHTS]
     hidden = state.tensors[recurrent[0]].shape[0]
@@ -158,6 +157,10 @@ def lstm(state: _State, op: TflOperator) -> None:
     hidden_state = _state(state, op, _LSTM_HIDDEN, (batch, hidden), "hidden state", ("INT8",))
     cell_state = _state(state, op, _LSTM_CELL, (batch, hidden), "cell state", ("INT16",))
     _same_as_hidden(state, op, y, hidden_state)
+    if state.tensors[y].shape != (*shape[:2], hidden):
+        raise state.error(
+            op, f"writes {state.tensors[y].shape}; an LSTM of {hidden} units gives {(*shape[:2], hidden)}"
+        )
     attrs = {
         "time_major": time_major,
         "cell_clip": float(op.options.get("CellClip", 0.0)),

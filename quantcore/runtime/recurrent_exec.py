@@ -31,13 +31,13 @@ from quantcore.quantize.recurrent import GATES, lstm_constants
 Array = np.ndarray
 
 
-def _streams(node: Node, x: Array, batch: int) -> int:
-    """How many inferences the samples in `x` are (the layer's batch each)."""
-    if x.shape[0] % batch:
+def _streams(node: Node, x: Array, block: int) -> int:
+    """How many inferences the rows of `x` are (`block` rows each: the layer's first axis)."""
+    if x.shape[0] % block:
         raise GraphError(
-            f"node {node.name!r}: {x.shape[0]} rows are not a whole number of batches of {batch}"
+            f"node {node.name!r}: {x.shape[0]} rows are not a whole number of inferences of {block} rows"
         )
-    return int(x.shape[0]) // batch
+    return int(x.shape[0]) // block
 
 
 def svdf(
@@ -109,14 +109,16 @@ def lstm(
 ) -> Array:
     x = args[0]
     params = lstm_params(graph, node, p)
-    batch, hidden_size = out[0], out[2]
+    # One inference is the layer's whole (batch, time, features) - time-major: (time, batch, features) -
+    # block; the inferences stack along the first axis either way.
+    block, batch, hidden_size = out[0], out[1] if params.time_major else out[0], out[2]
     # The reset state: TFLM sets the int8 hidden state to its zero point, the int16 cell state to 0.
     hidden = np.full((batch, hidden_size), p["output_offset"], np.int8)
     cell = np.zeros((batch, hidden_size), np.int16)
     outputs = []
-    for i in range(_streams(node, x, batch)):
+    for i in range(_streams(node, x, block)):
         result = lstm_unidirectional_s8(
-            x[i * batch : (i + 1) * batch], params, hidden_state=hidden, cell_state=cell, rounding=r
+            x[i * block : (i + 1) * block], params, hidden_state=hidden, cell_state=cell, rounding=r
         )
         assert result.hidden_state is not None
         hidden, cell = result.hidden_state, result.cell_state

@@ -62,12 +62,14 @@ def lstm(node: Node, args: list[Any], graph: Graph) -> Array:
     x, weights_x, weights_h, biases = args[0], args[1:5], args[5:9], args[9:13]
     cell_clip = float(node.attr("cell_clip", 0.0))
     cell_activation = np.tanh if node.attr("cell_activation", "tanh") == "tanh" else _sigmoid
-    batch, steps, _ = graph.tensor(node.inputs[0]).shape
+    time_major = bool(node.attr("time_major", False))  # (time, batch, features)
+    block, batch, steps = _lstm_block(graph.tensor(node.inputs[0]).shape, time_major)
     hidden_size = weights_h[0].shape[0]
     h, c = np.zeros((batch, hidden_size)), np.zeros((batch, hidden_size))
     outputs = []
-    for i in range(_samples(node, x, batch)):
-        sequence = x[i * batch : (i + 1) * batch]
+    for i in range(_samples(node, x, block)):
+        sequence = x[i * block : (i + 1) * block]
+        sequence = sequence.transpose(1, 0, 2) if time_major else sequence
         steps_out = []
         for t in range(steps):
             pre = [
@@ -80,5 +82,10 @@ def lstm(node: Node, args: list[Any], graph: Graph) -> Array:
                 c = np.clip(c, -cell_clip, cell_clip)
             h = gate_o * np.tanh(c)
             steps_out.append(h)
-        outputs.append(np.stack(steps_out, axis=1))
+        outputs.append(np.stack(steps_out, axis=0 if time_major else 1))
     return np.concatenate(outputs)
+
+
+def _lstm_block(shape: tuple[int, ...], time_major: bool) -> tuple[int, int, int]:
+    """(rows of one inference, batch, time steps) of an LSTM input; inferences stack along axis 0."""
+    return (shape[0], shape[1], shape[0]) if time_major else (shape[0], shape[0], shape[1])

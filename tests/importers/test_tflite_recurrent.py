@@ -18,7 +18,7 @@ from quantcore.errors import ModelError
 from quantcore.importers._tflite_read import read_model
 from quantcore.quantize.consistency import problems
 from quantcore.quantize.document import from_document
-from quantcore.runtime import int8_exec
+from quantcore.runtime import float_exec, int8_exec
 from quantcore.verify import tflm as tflm_compare
 from tests import tflm
 
@@ -233,3 +233,59 @@ def test_the_lstm_state_is_declared_outside_the_arena_and_counted(tmp_path: Path
     aligned = "__attribute__((aligned(MODEL_ALIGNMENT)));"
     assert f"static int8_t l0_tfl_unidirectional_sequence_lstm_hidden_state[32] {aligned}" in source
     assert f"static int16_t l0_tfl_unidirectional_sequence_lstm_cell_state[24] {aligned}" in source
+
+
+STEPS, SEQUENCES = 6, 3
+"""The rebuilt LSTMs: 6 time steps of 3 sequences (batch > 1: what time-major changes)."""
+
+
+@pytest.fixture(scope="module")
+def lstm_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Path]:
+    """mnist_lstm's LSTM alone, time-major and batch-major (same weights, scales and options)."""
+    folder, raw = tmp_path_factory.mktemp("lstm"), tflm.model("trained_lstm_int8").read_bytes()
+    paths = {}
+    for time_major in (True, False):
+        paths[time_major] = folder / f"lstm_time_major_{time_major}.tflite"
+        paths[time_major].write_bytes(tflm.lstm_model(raw, STEPS, SEQUENCES, time_major))
+    return paths
+
+
+def test_a_time_major_lstm_matches_tflm_and_its_batch_major_twin(lstm_layouts: dict[bool, Path]) -> None:
+    """Time-major (time, batch, features) runs the kernel with time_major set: TFLM's bytes over invokes
+    in a row, and the batch-major model's on the same sequences laid out (batch, time, features); the
+    float layer (fixpoint evaluate's reference) reads the layout the same way."""
+    graphs = {tm: pipeline.quantize_imported(pipeline.load_model(p)).qgraph for tm, p in lstm_layouts.items()}
+    assert [n.attr("params")["time_major"] for n in graphs[True].nodes] == [True]
+    assert graphs[True].tensor(graphs[True].inputs[0]).shape == (STEPS, SEQUENCES, 28)
+    rng = np.random.default_rng(13)
+    xs = rng.integers(-128, 128, size=(INVOKES, STEPS, SEQUENCES, 28)).astype(np.int8)
+    interpreter = tflm.interpreter(lstm_layouts[True])
+    theirs = []
+    for x in xs:  # the whole (time, batch, features) input each invoke
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        theirs.append(interpreter.get_output(0))
+    ours = {
+        tm: int8_exec.run(g, {g.inputs[0]: xs.reshape(-1, *xs.shape[2:]) if tm else _batch_major(xs)})
+        for tm, g in graphs.items()
+    }
+    time_major = ours[True][graphs[True].outputs[0]].reshape(INVOKES, STEPS, SEQUENCES, 20)
+    batch_major = ours[False][graphs[False].outputs[0]].reshape(INVOKES, SEQUENCES, STEPS, 20)
+    assert np.array_equal(time_major, np.stack(theirs))
+    assert np.unique(time_major).size >= 200
+    assert np.array_equal(time_major, batch_major.transpose(0, 2, 1, 3))
+    floats = {}
+    for tm, path in lstm_layouts.items():
+        model = pipeline.load_model(path)
+        x = xs.astype(np.float64) * 0.00392157
+        x = x.reshape(-1, *xs.shape[2:]) if tm else _batch_major(x)
+        floats[tm] = float_exec.run(model.graph, {model.graph.inputs[0]: x})[model.graph.outputs[0]]
+    assert np.array_equal(
+        floats[True].reshape(INVOKES, STEPS, SEQUENCES, 20),
+        floats[False].reshape(INVOKES, SEQUENCES, STEPS, 20).transpose(0, 2, 1, 3),
+    )
+
+
+def _batch_major(xs: np.ndarray) -> np.ndarray:
+    """(invokes, time, batch, features) -> the batch-major model's rows: (invokes * batch, time, features)."""
+    return xs.transpose(0, 2, 1, 3).reshape(-1, STEPS, xs.shape[3])

@@ -3,8 +3,9 @@ layers of keyword_scrambled (arm_svdf_state_s16_s8, int16 input, int16 softmax o
 keyword_scrambled_8bit with its int8 states' zero points set to 0 (arm_svdf_s8, the kernel TFLM's
 int8-state SVDF then is) with their state in the layer's own buffers, on the host, qemu-m4 and qemu-m55 -
 every layer against Fixpoint's reference executor and the output against TFLM's interpreter, over cases
-run in a row (the state carried). The LSTM models go through the public commands in
-test_tflite_firmware.py.
+run in a row (the state carried) - and mnist_lstm's LSTM rebuilt time-major over 3 sequences
+(arm_lstm_unidirectional_s8 with time_major set), its output against both. TFLM's own (batch-major) LSTM
+models go through the public commands in test_tflite_firmware.py.
 """
 
 from __future__ import annotations
@@ -97,3 +98,43 @@ def test_svdf_firmware_matches_the_reference_and_tflm_invoke_after_invoke(
     assert read_header(tmp_path / "model").state_bytes == STATE_BYTES[kind]
     # the layers compute many values (not a saturated model): the first SVDF's output
     assert np.unique(env[qgraph.nodes[1].outputs[0]]).size >= 5
+
+
+LSTM_STEPS, LSTM_SEQUENCES, LSTM_UNITS = 6, 3, 20
+
+
+@pytest.fixture(scope="module")
+def time_major_lstm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """mnist_lstm's LSTM alone, time-major over 6 steps of 3 sequences (tests/tflm.py's lstm_model)."""
+    path = tmp_path_factory.mktemp("lstm") / "time_major.tflite"
+    raw = tflm.model("trained_lstm_int8").read_bytes()
+    path.write_bytes(tflm.lstm_model(raw, LSTM_STEPS, LSTM_SEQUENCES, time_major=True))
+    return path
+
+
+@pytest.mark.parametrize("target", ["host", "qemu-m4", "qemu-m55"])
+def test_time_major_lstm_firmware_matches_the_reference_and_tflm_invoke_after_invoke(
+    target: str, time_major_lstm: Path, cross: cmsis_nn.CmsisNn, tmp_path: Path
+) -> None:
+    """arm_lstm_unidirectional_s8 called with time_major = 1 on a (time, batch, features) input, its
+    hidden and cell state carried over the cases in a row."""
+    qgraph = pipeline.quantize_imported(pipeline.load_model(time_major_lstm)).qgraph
+    spec = BUILTIN[target]
+    generate(qgraph, tmp_path / "model", core=spec.core, force=True)
+    assert ".time_major = 1," in (tmp_path / "model" / "model.c").read_text()
+    shape = (LSTM_STEPS, LSTM_SEQUENCES, 28)
+    cases = np.random.default_rng(6).integers(-128, 128, size=(CASES, *shape)).astype(np.int8)
+    request = BuildRequest(spec, tmp_path / "model", tmp_path / "build", [c.tobytes() for c in cases], cross)
+    run = run_firmware(build_firmware(request), 300.0)
+    env = int8_exec.run(qgraph, {qgraph.inputs[0]: cases.reshape(-1, *shape[1:])})
+    ours = env[qgraph.outputs[0]].reshape(CASES, -1)
+    assert [case.output for case in run.transcript.cases] == [row.tobytes() for row in ours]
+    interpreter = tflm.interpreter(time_major_lstm)
+    theirs = []
+    for case in cases:
+        interpreter.set_input(case, 0)
+        interpreter.invoke()
+        theirs.append(np.asarray(interpreter.get_output(0), np.int8).tobytes())
+    assert [case.output for case in run.transcript.cases] == theirs
+    # int8 hidden + int16 cell state + two int16 work buffers of 3 x 20 values, each padded to 16 bytes
+    assert read_header(tmp_path / "model").state_bytes == 64 + 3 * 128
