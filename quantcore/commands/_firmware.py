@@ -216,7 +216,7 @@ def build(ctx: Context, src: Path, test_cases: Any, channel: Any = None) -> tupl
             raise
         kept = test_cases.head(exc.fit)
         print(
-            f"fixpoint: note: {len(test_cases.quantized)} test inputs do not fit {ctx.target.name}'s flash;"
+            f"fixpoint: note: {test_cases.count} test inputs do not fit {ctx.target.name}'s flash;"
             f" using the first {exc.fit} (--cases N sets the number)",
             file=sys.stderr,
         )
@@ -247,7 +247,11 @@ def float_metrics(model: Model | None, test_cases: Any) -> list[Any]:
 
     name = model.qgraph.inputs[0]
     x = to_model(model.qgraph, name, verify.float_inputs(model.qgraph, test_cases)).astype("float32")
-    report = pipeline.evaluate(model.loaded, model.document, DataSet(x), params_file=model.params_file)
+    # a batch holds whole cases (a case may be several rows: a time-major recurrent input)
+    batch = test_cases.rows * max(1, 64 // test_cases.rows)
+    report = pipeline.evaluate(
+        model.loaded, model.document, DataSet(x), params_file=model.params_file, batch_size=batch
+    )
     return list(report.layers)
 
 

@@ -10,12 +10,13 @@ models go through the public commands in test_tflite_firmware.py.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from quantcore import cmsis_nn, pipeline
+from quantcore import cli, cmsis_nn, pipeline
 from quantcore.codegen.generate import generate
 from quantcore.importers._tflite_read import read_model
 from quantcore.runtime import int8_exec
@@ -138,3 +139,31 @@ def test_time_major_lstm_firmware_matches_the_reference_and_tflm_invoke_after_in
     assert [case.output for case in run.transcript.cases] == theirs
     # int8 hidden + int16 cell state + two int16 work buffers of 3 x 20 values, each padded to 16 bytes
     assert read_header(tmp_path / "model").state_bytes == 64 + 3 * 128
+
+
+def test_fixpoint_verify_takes_a_time_major_lstm_a_case_per_inference(
+    time_major_lstm: Path, cross: cmsis_nn.CmsisNn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fixpoint verify --data`: the model's input (6, 3, 28) is one inference of 6 time steps, so 6
+    samples of (3, 28) make one case - 24 samples, 4 cases in a row, every layer checked and measured
+    against the float layer; 25 are refused, saying why."""
+    params = tmp_path / "p.json"
+    assert cli.main(["quantize", str(time_major_lstm), "-o", str(params)]) == 0
+    _, scale, zero_point = tflm.input_quantization(tflm.interpreter(time_major_lstm))
+    q = np.random.default_rng(9).integers(-128, 128, size=(4 * LSTM_STEPS, LSTM_SEQUENCES, 28))
+    data = tmp_path / "d.npy"
+    np.save(data, tflm.real_values(q, scale, zero_point))
+    argv = ["verify", "--target", "host", "--model", str(time_major_lstm), "--params", str(params)]
+    argv += ["--data", str(data), "--build-dir", str(tmp_path / "build"), "--json"]
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["verdict"], report["cases"], report["mismatched_bytes_total"]) == ("pass", 4, 0)
+    assert report["layers"][0]["bytes"] == LSTM_STEPS * LSTM_SEQUENCES * LSTM_UNITS
+    assert isinstance(report["layers"][0]["float_sqnr_db"], float)  # the float layer ran on those cases
+    np.save(data, tflm.real_values(np.concatenate([q, q[:1]]), scale, zero_point))
+    assert cli.main(argv) == 1  # a TargetError, as verify's other sample-shape mismatch
+    assert json.loads(capsys.readouterr().out)["error"] == (
+        f"{tmp_path / 'build' / 'model' / 'model.h'} takes 6 samples of shape [3, 28] per case (its input"
+        f" is [6, 3, 28]), but {data} gives 25 samples; give a multiple of 6"
+    )
