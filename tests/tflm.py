@@ -87,14 +87,18 @@ def svdf_int8_state_model(raw: bytes, time_scale_divisor: float) -> bytes:
     return bytes(data)
 
 
-LSTM_HIDDEN_INPUT, LSTM_CELL_INPUT = 18, 19
+LSTM_BIAS_INPUTS, LSTM_HIDDEN_INPUT, LSTM_CELL_INPUT = (12, 13, 14, 15), 18, 19
 
 
-def lstm_model(raw: bytes, steps: int, batch: int, time_major: bool) -> bytes:
+def lstm_model(raw: bytes, steps: int, batch: int, time_major: bool, int16: bool = False) -> bytes:
     """A one-operator .tflite: the model's first int8 UNIDIRECTIONAL_SEQUENCE_LSTM (its weights, biases,
     scales and options) over `steps` time steps of `batch` sequences, time-major - input (steps, batch,
     features), output (steps, batch, hidden) - or batch-major, written with the tflite package's
-    flatbuffer builder. Time-major with batch > 1 is what the kernel's time_major flag changes."""
+    flatbuffer builder. Time-major with batch > 1 is what the kernel's time_major flag changes.
+
+    `int16`: TensorFlow's 16x8 form instead - int16 input, output and hidden state of zero point 0 at
+    1/256 of the int8 scales (the same real steps, finer), int64 biases (the int32 ones times 256: their
+    scale is the input's times the weights'); the weights and the int16 cell state as they are."""
     import flatbuffers
     import tflite
 
@@ -144,7 +148,12 @@ def lstm_model(raw: bytes, steps: int, batch: int, time_major: bool) -> bytes:
             buffer = len(data)
         shape = shapes.get(position, [*lead(batch), hidden] if position == len(sources) - 1 else None)
         quant = t.Quantization()
-        scale, zero_point = quant.ScaleAsNumpy(), quant.ZeroPointAsNumpy()
+        scale, zero_point, kind = quant.ScaleAsNumpy(), quant.ZeroPointAsNumpy(), t.Type()
+        if int16 and position in (0, LSTM_HIDDEN_INPUT, len(sources) - 1):
+            scale, zero_point, kind = scale / 256, zero_point * 0, tflite.TensorType.INT16
+        elif int16 and position in LSTM_BIAS_INPUTS:
+            scale, kind = scale / 256, tflite.TensorType.INT64
+            data[-1] = (np.frombuffer(data[-1], np.int32).astype(np.int64) * 256).tobytes()
         s_offset, z_offset = vector(scale.astype(np.float32)), vector(zero_point.astype(np.int64))
         tflite.QuantizationParametersStart(b)
         tflite.QuantizationParametersAddScale(b, s_offset)
@@ -155,7 +164,7 @@ def lstm_model(raw: bytes, steps: int, batch: int, time_major: bool) -> bytes:
         tflite.TensorStart(b)
         tflite.TensorAddName(b, name)
         tflite.TensorAddShape(b, shape_offset)
-        tflite.TensorAddType(b, t.Type())
+        tflite.TensorAddType(b, kind)
         tflite.TensorAddBuffer(b, buffer)
         tflite.TensorAddQuantization(b, q)
         tflite.TensorAddIsVariable(b, position in (LSTM_HIDDEN_INPUT, LSTM_CELL_INPUT))

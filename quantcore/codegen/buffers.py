@@ -366,6 +366,7 @@ KERNELS: dict[str, tuple[Reader, SizeFn]] = {
     "fixpoint_requantize": (_no_call, no_buffer),  # Fixpoint's own loop, no CMSIS-NN context
     # The LSTM's buffers are its own (cmsis_nn_lstm_context, static beside the arena), not ctx.buf.
     "arm_lstm_unidirectional_s8": (_no_call, no_buffer),
+    "arm_lstm_unidirectional_s16": (_no_call, no_buffer),
     "arm_svdf_state_s16_s8": (_no_call, no_buffer),
     "arm_svdf_s8": (_svdf_call, svdf_s8),
     "arm_softmax_s8_s16": (_no_call, no_buffer),

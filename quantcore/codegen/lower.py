@@ -475,15 +475,17 @@ def _lstm(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.LstmC
     if params.time_major:  # (time, batch, features)
         batch, steps = steps, batch
     hidden = int(params.forget_gate.hidden_weights.shape[0])
+    kernel = str(node.attr("kernel"))
+    bias_ctype = "int64_t" if kernel == "arm_lstm_unidirectional_s16" else "int32_t"
     gates = {}
     for name in ("forget", "input", "cell", "output"):
         gate = getattr(params, f"{name}_gate")
         arrays = {}
         for part, values, ctype in (
             ("input_weights", gate.input_weights, "int8_t"),
-            ("input_effective_bias", gate.input_effective_bias, "int32_t"),
+            ("input_effective_bias", gate.input_effective_bias, bias_ctype),
             ("hidden_weights", gate.hidden_weights, "int8_t"),
-            ("hidden_effective_bias", gate.hidden_effective_bias, "int32_t"),
+            ("hidden_effective_bias", gate.hidden_effective_bias, bias_ctype),
         ):
             description = f"{name} gate {part.replace('_', ' ')} {tuple(values.shape)} {ctype}"
             arrays[part] = ctx.constant(f"{symbol}_{name}_{part}", ctype, values, node.name, description)
@@ -496,7 +498,7 @@ def _lstm(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.LstmC
             **arrays,
         )
     return P.LstmCall(
-        kernel="arm_lstm_unidirectional_s8",
+        kernel=kernel,
         time_major=params.time_major,
         batch_size=int(batch),
         time_steps=int(steps),
@@ -537,6 +539,7 @@ _KERNELS: dict[str, Lowerer] = {
     "arm_softmax_s8_s16": _softmax,
     "fixpoint_requantize": _requantize,
     "arm_lstm_unidirectional_s8": _lstm,
+    "arm_lstm_unidirectional_s16": _lstm,
     "arm_svdf_state_s16_s8": _svdf,
     "arm_svdf_s8": _svdf,
 }

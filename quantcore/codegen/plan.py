@@ -332,8 +332,9 @@ class LstmGateCall:
 
 @dataclass(frozen=True)
 class LstmCall:
-    """arm_lstm_unidirectional_s8, stateful: its hidden and cell state live in the layer's own static
-    buffers outside the arena, persist from one invoke to the next (streaming) and are reset by init."""
+    """arm_lstm_unidirectional_s8 (int8 input and hidden state) or _s16 (int16, TensorFlow's 16x8),
+    stateful: its hidden and cell state live in the layer's own static buffers outside the arena, persist
+    from one invoke to the next (streaming) and are reset by init."""
 
     kind: ClassVar[str] = "lstm"
     kernel: str
@@ -360,10 +361,10 @@ class LstmCall:
 
     @property
     def state_buffers(self) -> tuple[StateBuffer, ...]:
-        """The persistent state (int8 hidden, int16 cell) and the two int16 work buffers."""
+        """The persistent state (int8 or int16 hidden, int16 cell) and the two int16 work buffers."""
         n = self.batch_size * self.hidden_size
         types = (
-            ("hidden_state", "int8_t"),
+            ("hidden_state", "int16_t" if self.kernel == "arm_lstm_unidirectional_s16" else "int8_t"),
             ("cell_state", "int16_t"),
             ("temp1", "int16_t"),
             ("temp2", "int16_t"),

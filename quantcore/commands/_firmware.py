@@ -247,11 +247,7 @@ def float_metrics(model: Model | None, test_cases: Any) -> list[Any]:
 
     name = model.qgraph.inputs[0]
     x = to_model(model.qgraph, name, verify.float_inputs(model.qgraph, test_cases)).astype("float32")
-    # a batch holds whole cases (a case may be several rows: a time-major recurrent input)
-    batch = test_cases.rows * max(1, 64 // test_cases.rows)
-    report = pipeline.evaluate(
-        model.loaded, model.document, DataSet(x), params_file=model.params_file, batch_size=batch
-    )
+    report = pipeline.evaluate(model.loaded, model.document, DataSet(x), params_file=model.params_file)
     return list(report.layers)
 
 

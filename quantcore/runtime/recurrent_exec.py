@@ -22,7 +22,9 @@ from quantcore.kernels.lstm import (
     LstmGate,
     LstmParams,
     effective_bias_s8,
+    effective_bias_s64,
     lstm_unidirectional_s8,
+    lstm_unidirectional_s16,
 )
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import SvdfParams, svdf_s8, svdf_state_s16_s8
@@ -69,19 +71,21 @@ def svdf(
 
 
 def lstm_params(graph: Graph, node: Node, p: dict[str, Any]) -> LstmParams:
-    """cmsis_nn_lstm_params of a quantized LSTM node (effective biases as CMSIS-NN's TFLM glue makes them)."""
+    """cmsis_nn_lstm_params of a quantized LSTM node (effective biases as CMSIS-NN's TFLM glue makes them:
+    int32 for arm_lstm_unidirectional_s8, int64 for _s16)."""
     inputs, hidden, biases = lstm_constants(node, graph)
     cell = Activation.TANH if p["cell_activation"] == "tanh" else Activation.SIGMOID
+    effective_bias = effective_bias_s64 if _wide(node) else effective_bias_s8
     gates = {}
     for gate, wx, wh, b in zip(GATES, inputs, hidden, biases, strict=True):
         q = p["gates"][gate]
         gates[gate] = LstmGate(
             input_weights=wx,
-            input_effective_bias=effective_bias_s8(wx, p["input_offset"], b),
+            input_effective_bias=effective_bias(wx, p["input_offset"], b),
             input_multiplier=q["input_multiplier"],
             input_shift=q["input_shift"],
             hidden_weights=wh,
-            hidden_effective_bias=effective_bias_s8(wh, p["hidden_offset"]),
+            hidden_effective_bias=effective_bias(wh, p["hidden_offset"]),
             hidden_multiplier=q["hidden_multiplier"],
             hidden_shift=q["hidden_shift"],
             activation=cell if gate == "cell" else Activation.SIGMOID,
@@ -104,6 +108,11 @@ def lstm_params(graph: Graph, node: Node, p: dict[str, Any]) -> LstmParams:
     )
 
 
+def _wide(node: Node) -> bool:
+    """arm_lstm_unidirectional_s16: int16 input and hidden state (TensorFlow's 16x8 LSTM)."""
+    return str(node.attr("kernel")) == "arm_lstm_unidirectional_s16"
+
+
 def lstm(
     graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
 ) -> Array:
@@ -112,12 +121,15 @@ def lstm(
     # One inference is the layer's whole (batch, time, features) - time-major: (time, batch, features) -
     # block; the inferences stack along the first axis either way.
     block, batch, hidden_size = out[0], out[1] if params.time_major else out[0], out[2]
-    # The reset state: TFLM sets the int8 hidden state to its zero point, the int16 cell state to 0.
-    hidden = np.full((batch, hidden_size), p["output_offset"], np.int8)
+    # The reset state: TFLM sets the int8 hidden state to its zero point, the int16 cell state to 0 (a
+    # 16x8 LSTM's int16 hidden state too: its zero point is 0).
+    wide = _wide(node)
+    hidden = np.full((batch, hidden_size), p["output_offset"], np.int16 if wide else np.int8)
     cell = np.zeros((batch, hidden_size), np.int16)
+    kernel = lstm_unidirectional_s16 if wide else lstm_unidirectional_s8
     outputs = []
     for i in range(_streams(node, x, block)):
-        result = lstm_unidirectional_s8(
+        result = kernel(
             x[i * block : (i + 1) * block], params, hidden_state=hidden, cell_state=cell, rounding=r
         )
         assert result.hidden_state is not None

@@ -275,10 +275,11 @@ KERNELS: Mapping[Op, KernelSupport] = {
         ),
         KernelSupport(
             Op.LSTM,
-            ("arm_lstm_unidirectional_s8",),
+            ("arm_lstm_unidirectional_s8", "arm_lstm_unidirectional_s16"),
             (),
-            "From an int8 .tflite: no peepholes, projection or layer norm; hidden and cell state persist"
-            " between inferences.",
+            "From an int8 .tflite (arm_lstm_unidirectional_s16: TensorFlow's 16x8 form at the model's input"
+            " and output), batch-major or time-major: no peepholes, projection or layer norm; hidden and"
+            " cell state persist between inferences.",
         ),
     )
 }

@@ -6,6 +6,7 @@ tensors - and what cannot run on CMSIS-NN refused."""
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
@@ -289,3 +290,60 @@ def test_a_time_major_lstm_matches_tflm_and_its_batch_major_twin(lstm_layouts: d
 def _batch_major(xs: np.ndarray) -> np.ndarray:
     """(invokes, time, batch, features) -> the batch-major model's rows: (invokes * batch, time, features)."""
     return xs.transpose(0, 2, 1, 3).reshape(-1, STEPS, xs.shape[3])
+
+
+@pytest.mark.parametrize("time_major", [True, False], ids=["time_major", "batch_major"])
+def test_a_16x8_lstm_runs_arm_lstm_unidirectional_s16_as_tflm_does(time_major: bool, tmp_path: Path) -> None:
+    """TensorFlow's 16x8 LSTM (int16 input, output and hidden state, int64 biases; mnist_lstm's weights):
+    arm_lstm_unidirectional_s16, TFLM's bytes over invokes in a row, rebuilt alike from the params JSON."""
+    path = tmp_path / "lstm_16x8.tflite"
+    raw = tflm.model("trained_lstm_int8").read_bytes()
+    path.write_bytes(tflm.lstm_model(raw, STEPS, SEQUENCES, time_major, int16=True))
+    model = pipeline.load_model(path)
+    result = pipeline.quantize_imported(model)
+    qgraph = result.qgraph
+    assert [n.attr("kernel") for n in qgraph.nodes] == ["arm_lstm_unidirectional_s16"]
+    lead = (STEPS, SEQUENCES) if time_major else (SEQUENCES, STEPS)
+    xs = np.random.default_rng(16).integers(-32768, 32768, size=(INVOKES, *lead, 28)).astype(np.int16)
+    interpreter = tflm.interpreter(path)
+    theirs = []
+    for x in xs:
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        theirs.append(interpreter.get_output(0))
+    ours = int8_exec.run(qgraph, {qgraph.inputs[0]: xs.reshape(-1, *xs.shape[2:])})[qgraph.outputs[0]]
+    assert ours.dtype == np.int16
+    assert np.array_equal(ours.reshape(INVOKES, *lead, 20), np.stack(theirs))
+    assert np.unique(ours).size >= 1000
+    assert list(problems(result.document)) == []
+    rebuilt = from_document(model.graph, result.document)
+    again = int8_exec.run(rebuilt, {rebuilt.inputs[0]: xs.reshape(-1, *xs.shape[2:])})[rebuilt.outputs[0]]
+    assert np.array_equal(again, ours)
+
+
+def test_fixpoint_evaluate_feeds_tflm_a_whole_time_major_input_per_invoke(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A time-major 16x8 LSTM's input (6, 3, 28) is 6 samples of (3, 28) per inference: `fixpoint
+    evaluate` compares 4 inferences' int16 outputs with TFLM's (each invoke given the whole input), and
+    refuses a sample count that is not whole inferences, saying why (exit 2)."""
+    from quantcore import cli
+
+    path, params = tmp_path / "lstm_16x8.tflite", tmp_path / "p.json"
+    raw = tflm.model("trained_lstm_int8").read_bytes()
+    path.write_bytes(tflm.lstm_model(raw, STEPS, SEQUENCES, time_major=True, int16=True))
+    assert cli.main(["quantize", str(path), "-o", str(params)]) == 0
+    _, scale, zero_point = tflm.input_quantization(tflm.interpreter(path))
+    q = np.random.default_rng(24).integers(-32768, 32768, size=(4 * STEPS, SEQUENCES, 28))
+    data = tmp_path / "d.npy"
+    np.save(data, tflm.real_values(q, scale, zero_point))
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(path), str(params), "--data", str(data), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["tflm_mismatched_bytes"], report["tflm_compared_bytes"]) == (0, 4 * STEPS * SEQUENCES * 20)
+    np.save(data, tflm.real_values(q[:-1], scale, zero_point))
+    assert cli.main(["evaluate", str(path), str(params), "--data", str(data)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"fixpoint evaluate: {data}: 23 samples; the model's input [6, 3, 28] takes 6 per inference (one"
+        " per time step of a time-major recurrent input), so give a multiple of 6"
+    )

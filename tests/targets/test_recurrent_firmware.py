@@ -3,8 +3,9 @@ layers of keyword_scrambled (arm_svdf_state_s16_s8, int16 input, int16 softmax o
 keyword_scrambled_8bit with its int8 states' zero points set to 0 (arm_svdf_s8, the kernel TFLM's
 int8-state SVDF then is) with their state in the layer's own buffers, on the host, qemu-m4 and qemu-m55 -
 every layer against Fixpoint's reference executor and the output against TFLM's interpreter, over cases
-run in a row (the state carried) - and mnist_lstm's LSTM rebuilt time-major over 3 sequences
-(arm_lstm_unidirectional_s8 with time_major set), its output against both. TFLM's own (batch-major) LSTM
+run in a row (the state carried) - and mnist_lstm's LSTM rebuilt time-major over 3 sequences, int8
+and in TensorFlow's 16x8 form (arm_lstm_unidirectional_s8 and _s16 with time_major set), its output
+against both. TFLM's own (batch-major) LSTM
 models go through the public commands in test_tflite_firmware.py.
 """
 
@@ -113,32 +114,47 @@ def time_major_lstm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+LSTM_STATE_BYTES = {
+    # hidden state (int8 or int16) + int16 cell state + two int16 work buffers of 3 x 20 values, each
+    # padded to the 16-byte alignment
+    "s8": 64 + 3 * 128,
+    "s16": 128 + 3 * 128,
+}
+
+
+@pytest.mark.parametrize("kind", list(LSTM_STATE_BYTES))
 @pytest.mark.parametrize("target", ["host", "qemu-m4", "qemu-m55"])
 def test_time_major_lstm_firmware_matches_the_reference_and_tflm_invoke_after_invoke(
-    target: str, time_major_lstm: Path, cross: cmsis_nn.CmsisNn, tmp_path: Path
+    target: str, kind: str, cross: cmsis_nn.CmsisNn, tmp_path: Path
 ) -> None:
-    """arm_lstm_unidirectional_s8 called with time_major = 1 on a (time, batch, features) input, its
-    hidden and cell state carried over the cases in a row."""
-    qgraph = pipeline.quantize_imported(pipeline.load_model(time_major_lstm)).qgraph
+    """arm_lstm_unidirectional_s8 - and _s16, the model in TensorFlow's 16x8 form - called with
+    time_major = 1 on a (time, batch, features) input, the hidden and cell state carried over the cases in
+    a row."""
+    path = tmp_path / f"time_major_{kind}.tflite"
+    raw = tflm.model("trained_lstm_int8").read_bytes()
+    path.write_bytes(tflm.lstm_model(raw, LSTM_STEPS, LSTM_SEQUENCES, time_major=True, int16=kind == "s16"))
+    qgraph = pipeline.quantize_imported(pipeline.load_model(path)).qgraph
+    assert [n.attr("kernel") for n in qgraph.nodes] == [f"arm_lstm_unidirectional_{kind}"]
     spec = BUILTIN[target]
     generate(qgraph, tmp_path / "model", core=spec.core, force=True)
     assert ".time_major = 1," in (tmp_path / "model" / "model.c").read_text()
-    shape = (LSTM_STEPS, LSTM_SEQUENCES, 28)
-    cases = np.random.default_rng(6).integers(-128, 128, size=(CASES, *shape)).astype(np.int8)
+    shape, dtype = (LSTM_STEPS, LSTM_SEQUENCES, 28), np.dtype(np.int16 if kind == "s16" else np.int8)
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(6)
+    cases = rng.integers(info.min, info.max, size=(CASES, *shape), endpoint=True).astype(dtype)
     request = BuildRequest(spec, tmp_path / "model", tmp_path / "build", [c.tobytes() for c in cases], cross)
     run = run_firmware(build_firmware(request), 300.0)
     env = int8_exec.run(qgraph, {qgraph.inputs[0]: cases.reshape(-1, *shape[1:])})
     ours = env[qgraph.outputs[0]].reshape(CASES, -1)
     assert [case.output for case in run.transcript.cases] == [row.tobytes() for row in ours]
-    interpreter = tflm.interpreter(time_major_lstm)
+    interpreter = tflm.interpreter(path)
     theirs = []
     for case in cases:
         interpreter.set_input(case, 0)
         interpreter.invoke()
-        theirs.append(np.asarray(interpreter.get_output(0), np.int8).tobytes())
+        theirs.append(np.asarray(interpreter.get_output(0), dtype).tobytes())
     assert [case.output for case in run.transcript.cases] == theirs
-    # int8 hidden + int16 cell state + two int16 work buffers of 3 x 20 values, each padded to 16 bytes
-    assert read_header(tmp_path / "model").state_bytes == 64 + 3 * 128
+    assert read_header(tmp_path / "model").state_bytes == LSTM_STATE_BYTES[kind]
 
 
 def test_fixpoint_verify_takes_a_time_major_lstm_a_case_per_inference(
@@ -162,8 +178,8 @@ def test_fixpoint_verify_takes_a_time_major_lstm_a_case_per_inference(
     assert report["layers"][0]["bytes"] == LSTM_STEPS * LSTM_SEQUENCES * LSTM_UNITS
     assert isinstance(report["layers"][0]["float_sqnr_db"], float)  # the float layer ran on those cases
     np.save(data, tflm.real_values(np.concatenate([q, q[:1]]), scale, zero_point))
-    assert cli.main(argv) == 1  # a TargetError, as verify's other sample-shape mismatch
+    assert cli.main(argv) == 2
     assert json.loads(capsys.readouterr().out)["error"] == (
-        f"{tmp_path / 'build' / 'model' / 'model.h'} takes 6 samples of shape [3, 28] per case (its input"
-        f" is [6, 3, 28]), but {data} gives 25 samples; give a multiple of 6"
+        f"{data}: 25 samples; the model's input [6, 3, 28] takes 6 per inference (one per time step of a"
+        " time-major recurrent input), so give a multiple of 6"
     )
