@@ -347,3 +347,23 @@ def test_fixpoint_evaluate_feeds_tflm_a_whole_time_major_input_per_invoke(
         f"fixpoint evaluate: {data}: 23 samples; the model's input [6, 3, 28] takes 6 per inference (one"
         " per time step of a time-major recurrent input), so give a multiple of 6"
     )
+
+
+def test_a_16x8_lstm_hidden_state_off_zero_is_refused(tmp_path: Path) -> None:
+    """TensorFlow's 16x8 scheme is symmetric: an int16 hidden state of zero point 5 is refused, naming the
+    operator (the firmware resets the state by bytes, which holds for zero point 0 only)."""
+    raw = tflm.lstm_model(tflm.model("trained_lstm_int8").read_bytes(), STEPS, 1, False, int16=True)
+    data = bytearray(raw)
+    graph = tflite.Model.GetRootAsModel(raw, 0).Subgraphs(0)
+    op = graph.Operators(0)
+    for tensor in op.Inputs(tflm.LSTM_HIDDEN_INPUT), op.Outputs(0):  # the output is read at the hidden's
+        quant = graph.Tensors(tensor).Quantization()
+        struct.pack_into("<q", data, _vector(quant, 10), 5)  # QuantizationParameters.zero_point[0]
+    path = tmp_path / "lstm_16x8_zp.tflite"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelError) as error:
+        pipeline.load_model(path)
+    assert str(error.value).endswith(
+        "its int16 hidden state has zero point 5; TensorFlow's 16x8 scheme (and the firmware's reset of"
+        " the state) takes int16 activations of zero point 0"
+    )
