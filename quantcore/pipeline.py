@@ -711,9 +711,23 @@ def evaluate(
         data,
         model=model.path.name,
         params_file=params_file,
-        batch_size=batch_size,
+        batch_size=_whole_inferences(model.graph, batch_size),
         progress=progress,
     )
+
+
+def _whole_inferences(graph: Graph, batch_size: int) -> int:
+    """A batch size of whole inferences (inference_rows), which a batch must not split."""
+    rows = inference_rows(graph)
+    return rows * max(1, batch_size // rows)
+
+
+def inference_rows(graph: Graph) -> int:
+    """The samples one inference of a recurrent graph takes: its input's first axis (1 for a batch of one;
+    a time-major LSTM's time steps), which its recurrent layers run together; 1 for any other graph."""
+    if not any(node.op.stateful for node in graph.nodes):
+        return 1
+    return max(1, graph.tensor(graph.inputs[0]).shape[0])
 
 
 def sensitivity(
@@ -775,4 +789,12 @@ def load_data(source: str | Path, graph: Graph) -> DataSet:
 
     name = graph.inputs[0]
     layout = model_layout(graph, name)
-    return data.load(source, model_shape(graph, name), None if layout is None else layout.value)
+    dataset = data.load(source, model_shape(graph, name), None if layout is None else layout.value)
+    rows = inference_rows(graph)
+    if len(dataset) % rows:
+        raise InputError(
+            f"{dataset.source}: {len(dataset)} samples; the model's input {list(graph.tensor(name).shape)}"
+            f" takes {rows} per inference (one per time step of a time-major recurrent input), so give a"
+            f" multiple of {rows}"
+        )
+    return dataset

@@ -57,6 +57,165 @@ def svdf_biases_divided(raw: bytes, divisor: int) -> bytes:
     return bytes(data)
 
 
+SVDF_TIME_WEIGHTS_INPUT, SVDF_BIAS_INPUT, SVDF_STATE_INPUT = 2, 3, 4
+
+
+def svdf_int8_state_model(raw: bytes, time_scale_divisor: float) -> bytes:
+    """keyword_scrambled_8bit made an arm_svdf_s8 model, in place: every SVDF's int8 activation state
+    zero point set to 0 (its zero points -50, -13... are what arm_svdf_s8, with no state offset, cannot
+    reproduce; at 0 the layer is TFLM's int8-state SVDF exactly), and every SVDF's time weights' and
+    bias's scales divided by `time_scale_divisor` (its scrambled time weights drive every output to -128
+    or 127 at the scale they have; TFLM derives the output multiplier from it and checks that the bias
+    scale is s_state * s_time)."""
+    import tflite
+
+    data = bytearray(raw)
+    model = tflite.Model.GetRootAsModel(raw, 0)
+    graph = model.Subgraphs(0)
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        if model.OperatorCodes(op.OpcodeIndex()).BuiltinCode() != tflite.BuiltinOperator.SVDF:
+            continue
+        state = graph.Tensors(int(op.Inputs(SVDF_STATE_INPUT))).Quantization()
+        start = int(state._tab.Vector(state._tab.Offset(10)))  # QuantizationParameters.zero_point: [int64]
+        data[start : start + 8 * state.ZeroPointLength()] = bytes(8 * state.ZeroPointLength())
+        for position in SVDF_TIME_WEIGHTS_INPUT, SVDF_BIAS_INPUT:  # TFLM: s_bias = s_state * s_time
+            quant = graph.Tensors(int(op.Inputs(position))).Quantization()
+            start = int(quant._tab.Vector(quant._tab.Offset(8)))  # QuantizationParameters.scale: [float32]
+            scale = np.frombuffer(raw[start : start + 4], np.float32) / np.float32(time_scale_divisor)
+            data[start : start + 4] = scale.astype(np.float32).tobytes()
+    return bytes(data)
+
+
+LSTM_BIAS_INPUTS, LSTM_HIDDEN_INPUT, LSTM_CELL_INPUT = (12, 13, 14, 15), 18, 19
+
+
+def lstm_model(raw: bytes, steps: int, batch: int, time_major: bool, int16: bool = False) -> bytes:
+    """A one-operator .tflite: the model's first int8 UNIDIRECTIONAL_SEQUENCE_LSTM (its weights, biases,
+    scales and options) over `steps` time steps of `batch` sequences, time-major - input (steps, batch,
+    features), output (steps, batch, hidden) - or batch-major, written with the tflite package's
+    flatbuffer builder. Time-major with batch > 1 is what the kernel's time_major flag changes.
+
+    `int16`: TensorFlow's 16x8 form instead - int16 input, output and hidden state of zero point 0 at
+    1/256 of the int8 scales (the same real steps, finer), int64 biases (the int32 ones times 256: their
+    scale is the input's times the weights'); the weights and the int16 cell state as they are."""
+    import flatbuffers
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(raw, 0)
+    graph = model.Subgraphs(0)
+    op = next(
+        graph.Operators(i)
+        for i in range(graph.OperatorsLength())
+        if model.OperatorCodes(graph.Operators(i).OpcodeIndex()).BuiltinCode()
+        == tflite.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM
+    )
+    options = tflite.UnidirectionalSequenceLSTMOptions()
+    table = op.BuiltinOptions()
+    options.Init(table.Bytes, table.Pos)
+    b = flatbuffers.Builder(1 << 16)
+
+    def vector(array: np.ndarray) -> int:
+        return int(b.CreateNumpyVector(np.ascontiguousarray(array)))
+
+    def tables(offsets: list[int]) -> int:
+        b.StartVector(4, len(offsets), 4)
+        for offset in reversed(offsets):
+            b.PrependUOffsetTRelative(offset)
+        return int(b.EndVector())
+
+    def lead(sequence: int) -> list[int]:
+        return [steps, sequence] if time_major else [sequence, steps]
+
+    features = int(graph.Tensors(op.Inputs(1)).ShapeAsNumpy()[1])
+    hidden = int(graph.Tensors(op.Inputs(5)).ShapeAsNumpy()[1])
+    shapes = {
+        0: [*lead(batch), features],
+        LSTM_HIDDEN_INPUT: [batch, hidden],
+        LSTM_CELL_INPUT: [batch, hidden],
+    }
+    sources = [int(op.Inputs(i)) for i in range(op.InputsLength())] + [int(op.Outputs(0))]
+    tensors = []
+    data = []
+    for position, index in enumerate(sources):
+        if index < 0:
+            continue
+        t = graph.Tensors(index)
+        content = model.Buffers(t.Buffer()).DataAsNumpy()
+        buffer = 0
+        if isinstance(content, np.ndarray) and content.size:
+            data.append(content.tobytes())
+            buffer = len(data)
+        shape = shapes.get(position, [*lead(batch), hidden] if position == len(sources) - 1 else None)
+        quant = t.Quantization()
+        scale, zero_point, kind = quant.ScaleAsNumpy(), quant.ZeroPointAsNumpy(), t.Type()
+        if int16 and position in (0, LSTM_HIDDEN_INPUT, len(sources) - 1):
+            scale, zero_point, kind = scale / 256, zero_point * 0, tflite.TensorType.INT16
+        elif int16 and position in LSTM_BIAS_INPUTS:
+            scale, kind = scale / 256, tflite.TensorType.INT64
+            data[-1] = (np.frombuffer(data[-1], np.int32).astype(np.int64) * 256).tobytes()
+        s_offset, z_offset = vector(scale.astype(np.float32)), vector(zero_point.astype(np.int64))
+        tflite.QuantizationParametersStart(b)
+        tflite.QuantizationParametersAddScale(b, s_offset)
+        tflite.QuantizationParametersAddZeroPoint(b, z_offset)
+        q = tflite.QuantizationParametersEnd(b)
+        name = b.CreateString(t.Name())
+        shape_offset = vector(np.array(shape if shape is not None else t.ShapeAsNumpy(), np.int32))
+        tflite.TensorStart(b)
+        tflite.TensorAddName(b, name)
+        tflite.TensorAddShape(b, shape_offset)
+        tflite.TensorAddType(b, kind)
+        tflite.TensorAddBuffer(b, buffer)
+        tflite.TensorAddQuantization(b, q)
+        tflite.TensorAddIsVariable(b, position in (LSTM_HIDDEN_INPUT, LSTM_CELL_INPUT))
+        tensors.append((index, tflite.TensorEnd(b)))
+    renumbered = {index: i for i, (index, _) in enumerate(tensors)}
+    inputs = [renumbered.get(i, -1) for i in sources[:-1]]
+    output = renumbered[sources[-1]]
+    tflite.UnidirectionalSequenceLSTMOptionsStart(b)
+    tflite.UnidirectionalSequenceLSTMOptionsAddFusedActivationFunction(b, options.FusedActivationFunction())
+    tflite.UnidirectionalSequenceLSTMOptionsAddCellClip(b, options.CellClip())
+    tflite.UnidirectionalSequenceLSTMOptionsAddTimeMajor(b, time_major)
+    lstm_options = tflite.UnidirectionalSequenceLSTMOptionsEnd(b)
+    op_inputs, op_outputs = vector(np.array(inputs, np.int32)), vector(np.array([output], np.int32))
+    tflite.OperatorStart(b)
+    tflite.OperatorAddOpcodeIndex(b, 0)
+    tflite.OperatorAddInputs(b, op_inputs)
+    tflite.OperatorAddOutputs(b, op_outputs)
+    tflite.OperatorAddBuiltinOptionsType(b, tflite.BuiltinOptions.UnidirectionalSequenceLSTMOptions)
+    tflite.OperatorAddBuiltinOptions(b, lstm_options)
+    operator = tflite.OperatorEnd(b)
+    tensor_vector, operators = tables([t for _, t in tensors]), tables([operator])
+    graph_inputs, graph_outputs = vector(np.array([0], np.int32)), vector(np.array([output], np.int32))
+    tflite.SubGraphStart(b)
+    tflite.SubGraphAddTensors(b, tensor_vector)
+    tflite.SubGraphAddInputs(b, graph_inputs)
+    tflite.SubGraphAddOutputs(b, graph_outputs)
+    tflite.SubGraphAddOperators(b, operators)
+    subgraph = tflite.SubGraphEnd(b)
+    code = tflite.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM
+    tflite.OperatorCodeStart(b)
+    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, code)
+    tflite.OperatorCodeAddBuiltinCode(b, code)
+    tflite.OperatorCodeAddVersion(b, 1)
+    codes = tables([tflite.OperatorCodeEnd(b)])
+    buffer_offsets = []
+    for content in [b"", *data]:
+        raw_offset = vector(np.frombuffer(content, np.uint8)) if content else None
+        tflite.BufferStart(b)
+        if raw_offset is not None:
+            tflite.BufferAddData(b, raw_offset)
+        buffer_offsets.append(tflite.BufferEnd(b))
+    buffer_vector, subgraphs = tables(buffer_offsets), tables([subgraph])
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, codes)
+    tflite.ModelAddSubgraphs(b, subgraphs)
+    tflite.ModelAddBuffers(b, buffer_vector)
+    b.Finish(tflite.ModelEnd(b), b"TFL3")
+    return bytes(b.Output())
+
+
 def repo() -> Path:
     return Path(os.environ.get("FIXPOINT_TFLM_REPO") or Path.home() / ".cache" / "fixpoint" / "tflite-micro")
 

@@ -252,6 +252,12 @@ def avgpool(call: Call, ext: Extension, armclang: bool = False) -> int:
     return call.input.c * INT32_BYTES if ext is Extension.DSP else 0
 
 
+def svdf_s8(call: Call, ext: Extension, armclang: bool = False) -> int:
+    """arm_svdf_s8_get_buffer_size{,_dsp,_mve}(weights_feature_dims): on MVE one int32 row sum per
+    feature filter (weights_feature_dims->n), which the caller computes; none on the other paths."""
+    return call.filter.n * INT32_BYTES if ext is Extension.MVE else 0
+
+
 def no_buffer(call: Call, ext: Extension, armclang: bool = False) -> int:
     """Kernels that take no scratch (no get_buffer_size function, or one that returns 0 everywhere)."""
     return 0
@@ -323,6 +329,15 @@ def _pool_call(graph: Graph, node: Node) -> Call:
     return _window_call(graph, node, Dims(1, kh, kw, 1))
 
 
+def _svdf_call(graph: Graph, node: Node) -> Call:
+    """Feature weights (filters, depth) are weights_feature_dims {n = filters, h = depth}."""
+    w = _filter(graph, node)
+    if len(w) != 2:
+        raise BufferSizeError(f"node {node.name!r}: feature weights of shape {w}; expected (filters, depth)")
+    x, y = _dims(graph, node, node.inputs[0]), _dims(graph, node, node.outputs[0])
+    return Call(x, Dims(w[0], w[1], 1, 1), y)
+
+
 def _no_call(graph: Graph, node: Node) -> Call:
     empty = Dims(0, 0, 0, 0)
     return Call(empty, empty, empty)
@@ -351,7 +366,9 @@ KERNELS: dict[str, tuple[Reader, SizeFn]] = {
     "fixpoint_requantize": (_no_call, no_buffer),  # Fixpoint's own loop, no CMSIS-NN context
     # The LSTM's buffers are its own (cmsis_nn_lstm_context, static beside the arena), not ctx.buf.
     "arm_lstm_unidirectional_s8": (_no_call, no_buffer),
+    "arm_lstm_unidirectional_s16": (_no_call, no_buffer),
     "arm_svdf_state_s16_s8": (_no_call, no_buffer),
+    "arm_svdf_s8": (_svdf_call, svdf_s8),
     "arm_softmax_s8_s16": (_no_call, no_buffer),
 }
 """Every kernel the int8 executor dispatches (and the transposed convolution), keyed by node attr kernel."""

@@ -174,11 +174,6 @@ def _layer(ctx: _Lowering, index: int, node: Node) -> P.Layer:
     room = IDENTIFIER_MAX - len(ctx.prefix) - 1 - len(lead) - _LONGEST_SUFFIX
     symbol = lead + c_identifier(node.name, min(NAME_PART, room))
     lowerer = _MOVES.get(node.op) or _KERNELS.get(str(node.attr("kernel")))
-    if lowerer is None and node.op.stateful:  # arm_svdf_s8 (int8 state): no TFLM model to verify it on
-        raise CodegenError(
-            f"layer {node.name!r} ({node.op.json_name}): Fixpoint does not generate C for"
-            f" {node.attr('kernel')} yet; fixpoint evaluate runs and checks the model against TFLM"
-        )
     if lowerer is None:
         raise CodegenError(
             f"layer {node.name!r} ({node.op.json_name}): no C lowering for kernel {node.attr('kernel')!r}"
@@ -440,8 +435,10 @@ def _svdf(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.SvdfC
     memory, rank = int(wt.shape[1]), int(p["rank"])
     units = filters // rank
     bias = ctx.graph.constant(node.inputs[3]) if node.inputs[3] else np.zeros(units, np.int32)
+    kernel = str(node.attr("kernel"))
+    time_ctype, time_type = ("int8_t", "int8") if kernel == "arm_svdf_s8" else ("int16_t", "int16")
     return P.SvdfCall(
-        kernel="arm_svdf_state_s16_s8",
+        kernel=kernel,
         batch=int(ctx.shape(node.inputs[0])[0]),
         input_size=depth,
         filters=filters,
@@ -460,7 +457,7 @@ def _svdf(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.SvdfC
             f"{symbol}_weights_feature", "int8_t", wf, node.name, f"feature weights {tuple(wf.shape)} int8"
         ),
         weights_time=ctx.constant(
-            f"{symbol}_weights_time", "int16_t", wt, node.name, f"time weights {tuple(wt.shape)} int16"
+            f"{symbol}_weights_time", time_ctype, wt, node.name, f"time weights {tuple(wt.shape)} {time_type}"
         ),
         bias=ctx.constant(f"{symbol}_bias", "int32_t", bias, node.name, f"bias ({units},) int32"),
         alignment=ctx.alignment,
@@ -475,16 +472,20 @@ def _lstm(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.LstmC
 
     params = lstm_params(ctx.graph, node, p)
     batch, steps, size = ctx.shape(node.inputs[0])
+    if params.time_major:  # (time, batch, features)
+        batch, steps = steps, batch
     hidden = int(params.forget_gate.hidden_weights.shape[0])
+    kernel = str(node.attr("kernel"))
+    bias_ctype = "int64_t" if kernel == "arm_lstm_unidirectional_s16" else "int32_t"
     gates = {}
     for name in ("forget", "input", "cell", "output"):
         gate = getattr(params, f"{name}_gate")
         arrays = {}
         for part, values, ctype in (
             ("input_weights", gate.input_weights, "int8_t"),
-            ("input_effective_bias", gate.input_effective_bias, "int32_t"),
+            ("input_effective_bias", gate.input_effective_bias, bias_ctype),
             ("hidden_weights", gate.hidden_weights, "int8_t"),
-            ("hidden_effective_bias", gate.hidden_effective_bias, "int32_t"),
+            ("hidden_effective_bias", gate.hidden_effective_bias, bias_ctype),
         ):
             description = f"{name} gate {part.replace('_', ' ')} {tuple(values.shape)} {ctype}"
             arrays[part] = ctx.constant(f"{symbol}_{name}_{part}", ctype, values, node.name, description)
@@ -497,7 +498,7 @@ def _lstm(ctx: _Lowering, node: Node, symbol: str, p: dict[str, Any]) -> P.LstmC
             **arrays,
         )
     return P.LstmCall(
-        kernel="arm_lstm_unidirectional_s8",
+        kernel=kernel,
         streaming=bool(node.attr("streaming", True)),
         last_step=bool(node.attr("last_step", False)),
         time_major=params.time_major,
@@ -540,5 +541,7 @@ _KERNELS: dict[str, Lowerer] = {
     "arm_softmax_s8_s16": _softmax,
     "fixpoint_requantize": _requantize,
     "arm_lstm_unidirectional_s8": _lstm,
+    "arm_lstm_unidirectional_s16": _lstm,
     "arm_svdf_state_s16_s8": _svdf,
+    "arm_svdf_s8": _svdf,
 }

@@ -332,10 +332,10 @@ class LstmGateCall:
 
 @dataclass(frozen=True)
 class LstmCall:
-    """arm_lstm_unidirectional_s8: its hidden and cell state live in the layer's own static buffers
-    outside the arena. Streaming (an int8 .tflite's LSTM), they persist from one invoke to the next and
-    are reset by init; not streaming (an ONNX LSTM), every invoke is the kernel's stateless call (no
-    hidden state; it zeroes the cell state)."""
+    """arm_lstm_unidirectional_s8 (int8 input and hidden state) or _s16 (int16, TensorFlow's 16x8): its
+    hidden and cell state live in the layer's own static buffers outside the arena. Streaming (an
+    .tflite's LSTM), they persist from one invoke to the next and are reset by init; not streaming (an
+    ONNX LSTM), every invoke is the kernel's stateless call (no hidden state; it zeroes the cell state)."""
 
     kind: ClassVar[str] = "lstm"
     kernel: str
@@ -366,15 +366,16 @@ class LstmCall:
 
     @property
     def state_buffers(self) -> tuple[StateBuffer, ...]:
-        """The state (int8 hidden when streaming, int16 cell), the two int16 work buffers and, when the
-        layer's output is the last step, the int8 output sequence the kernel writes."""
+        """The state (int8 or int16 hidden when streaming, int16 cell), the two int16 work buffers and,
+        when the layer's output is the last step, the output sequence the kernel writes."""
         n = self.batch_size * self.hidden_size
+        activation = "int16_t" if self.kernel == "arm_lstm_unidirectional_s16" else "int8_t"
         types = [
-            *([("hidden_state", "int8_t", n)] if self.streaming else []),
+            *([("hidden_state", activation, n)] if self.streaming else []),
             ("cell_state", "int16_t", n),
             ("temp1", "int16_t", n),
             ("temp2", "int16_t", n),
-            *([("sequence", "int8_t", n * self.time_steps)] if self.last_step else []),
+            *([("sequence", activation, n * self.time_steps)] if self.last_step else []),
         ]
         return tuple(StateBuffer(suffix, ctype, length, self.alignment) for suffix, ctype, length in types)
 
@@ -385,8 +386,10 @@ class LstmCall:
 
 @dataclass(frozen=True)
 class SvdfCall:
-    """arm_svdf_state_s16_s8, stateful: its int16 state and two int32 work buffers are the layer's own
-    static buffers outside the arena; the state persists from one invoke to the next, reset by init."""
+    """arm_svdf_state_s16_s8 (int16 state and time weights) or arm_svdf_s8 (int8), stateful: its state and
+    two int32 work buffers are the layer's own static buffers outside the arena; the state persists from
+    one invoke to the next, reset by init. arm_svdf_s8 also takes the shared scratch context: on Helium
+    it reads the feature weights' row sums there (times -input_offset), which the call computes first."""
 
     kind: ClassVar[str] = "svdf"
     kernel: str
@@ -410,10 +413,19 @@ class SvdfCall:
     alignment: int
 
     @property
+    def state_ctype(self) -> str:
+        """The state's and the time weights' element type."""
+        return "int8_t" if self.kernel == "arm_svdf_s8" else "int16_t"
+
+    @property
+    def buffer_size_function(self) -> str | None:
+        return "arm_svdf_s8_get_buffer_size" if self.kernel == "arm_svdf_s8" else None
+
+    @property
     def state_buffers(self) -> tuple[StateBuffer, ...]:
-        """The int16 state, and the int32 work buffers of the filters' and the units' sums."""
+        """The state, and the int32 work buffers of the filters' and the units' sums."""
         return (
-            StateBuffer("state", "int16_t", self.batch * self.filters * self.memory, self.alignment),
+            StateBuffer("state", self.state_ctype, self.batch * self.filters * self.memory, self.alignment),
             StateBuffer("filter_sums", "int32_t", self.batch * self.filters, self.alignment),
             StateBuffer("unit_sums", "int32_t", self.batch * self.units, self.alignment),
         )

@@ -231,7 +231,7 @@ def build(
             raise
         kept = test_cases.head(exc.fit)
         print(
-            f"fixpoint: note: {len(test_cases.quantized)} test inputs do not fit {ctx.target.name}'s flash;"
+            f"fixpoint: note: {test_cases.count} test inputs do not fit {ctx.target.name}'s flash;"
             f" using the first {exc.fit} (--cases N sets the number)",
             file=sys.stderr,
         )

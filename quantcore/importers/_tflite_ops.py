@@ -316,7 +316,8 @@ def _requantizes_input(model: TflModel, op: TflOperator) -> bool:
 def _wide_edges(model: TflModel) -> frozenset[int]:
     """The int16 tensors an int8 model may have at its edges: an input requantized to int8, and the int16
     output of a SOFTMAX (arm_softmax_s8_s16) that a QUANTIZE/DEQUANTIZE converts into the model's output,
-    with that output (Fixpoint's graph output is the int16 tensor behind it)."""
+    with that output (Fixpoint's graph output is the int16 tensor behind it); and a 16x8 LSTM's int16
+    input and output that are the model's (_tflite_recurrent.int16_edges)."""
     wide: set[int] = set()
     for op in model.operators:
         if _requantizes_input(model, op):
@@ -327,6 +328,7 @@ def _wide_edges(model: TflModel) -> frozenset[int]:
             and model.tensors[op.inputs[0]].dtype == "INT16"
         ):
             wide.update((op.inputs[0], op.outputs[0]))
+    wide |= _tflite_recurrent().int16_edges(model)
     return frozenset(wide)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from quantcore.display import quoted
 from quantcore.importers._tflite_ops import _input, _output, _State
-from quantcore.importers._tflite_read import TflOperator
+from quantcore.importers._tflite_read import TflModel, TflOperator
 from quantcore.ir import DType, Node, Op, QuantParams, Tensor
 
 FLOAT_RECURRENT = (
@@ -36,7 +36,7 @@ _LSTM_UNSUPPORTED = {
 }
 _CELL_ACTIVATIONS = {4: "tanh", 6: "sigmoid"}
 """TFLite's fused activation of an LSTM = its cell gate's non-linearity (TFLM takes TANH or SIGMOID)."""
-_TYPES = {"INT8": DType.INT8, "INT16": DType.INT16, "INT32": DType.INT32}
+_TYPES = {"INT8": DType.INT8, "INT16": DType.INT16, "INT32": DType.INT32, "INT64": DType.INT64}
 _SVDF_STATE = 4
 
 
@@ -58,11 +58,6 @@ def refusal(op: TflOperator) -> str | None:
     activation = int(op.options.get("FusedActivationFunction", 4))
     if activation not in _CELL_ACTIVATIONS:
         return f"its cell activation is {activation}; TFLM and CMSIS-NN take TANH or SIGMOID"
-    if op.options.get("TimeMajor", False):
-        return (
-            "it is time-major; Fixpoint stacks samples along the first axis, so it takes batch-major LSTMs"
-            " (Keras's default)"
-        )
     if float(op.options.get("ProjClip", 0.0)):
         return "it has a projection clip (CMSIS-NN's kernel has no projection)"
     return None
@@ -74,8 +69,22 @@ def state_inputs(op: TflOperator) -> tuple[int, ...]:
     if op.op == "SVDF" and len(op.inputs) > _SVDF_STATE:
         return (op.inputs[2], op.inputs[_SVDF_STATE])
     if op.op == "UNIDIRECTIONAL_SEQUENCE_LSTM" and len(op.inputs) > _LSTM_CELL:
-        return (op.inputs[_LSTM_CELL],)
+        return (op.inputs[_LSTM_HIDDEN], op.inputs[_LSTM_CELL])  # the hidden state is int16 in a 16x8 LSTM
     return ()
+
+
+def int16_edges(model: TflModel) -> set[int]:
+    """The int16 input and output of a 16x8 LSTM (int16 activations, int8 weights: TensorFlow's 16x8
+    quantization, arm_lstm_unidirectional_s16) that are the model's input and output - the only int16
+    activations Fixpoint takes at a recurrent layer; any other is refused as a 16x8 model."""
+    edges: set[int] = set()
+    for op in model.operators:
+        if op.op != "UNIDIRECTIONAL_SEQUENCE_LSTM" or not op.inputs or not op.outputs:
+            continue
+        x, y = op.inputs[0], op.outputs[0]
+        if model.tensors[x].dtype == "INT16" and x in model.inputs and y in model.outputs:
+            edges.update((x, y))
+    return edges
 
 
 # -- SVDF ---------------------------------------------------------------------------------------------
@@ -140,9 +149,16 @@ def lstm(state: _State, op: TflOperator) -> None:
         raise state.error(op, FLOAT_RECURRENT)
     x = _input(state, op, 0)
     y = _output(state, op)
-    time_major = False  # refusal() turned time-major layers away
+    # Time-major: (time, batch, features) - the kernel's time_major flag; the first axis is still the one
+    # inferences stack along (each inference is the whole (time, batch, features) block).
+    time_major = bool(op.options.get("TimeMajor", False))
     shape = state.tensors[x].shape
-    batch = shape[0]
+    if len(shape) != 3:
+        raise state.error(op, f"takes an input of shape {shape}; TFLite's sequence LSTM takes 3 axes")
+    batch = shape[1] if time_major else shape[0]
+    # 16x8 (arm_lstm_unidirectional_s16): int16 input, output and hidden state, int64 biases
+    wide = state.tensors[x].dtype is DType.INT16
+    activations, bias_types = (("INT16",), ("INT64",)) if wide else (("INT8",), ("INT32",))
     inputs = [_constant(state, op, p, ("INT8",), "input weights") for p in _LSTM_INPUT_WEIGHTS]
     recurrent = [_constant(state, op, p, ("INT8",), "recurrent weights") for p in _LSTM_RECURRENT_WEIGHTS]
     hidden = state.tensors[recurrent[0]].shape[0]
@@ -152,12 +168,22 @@ def lstm(state: _State, op: TflOperator) -> None:
             raise state.error(
                 op, f"has weights {quoted(name)} of shape {state.tensors[name].shape}; expected {wanted}"
             )
-    biases = [_bias(state, op, p, hidden) for p in _LSTM_BIASES]
+    biases = [_bias(state, op, p, hidden, bias_types) for p in _LSTM_BIASES]
     if "" in biases:
         raise state.error(op, "has a gate without bias; TFLM's integer LSTM reads all four")
-    hidden_state = _state(state, op, _LSTM_HIDDEN, (batch, hidden), "hidden state", ("INT8",))
+    hidden_state = _state(state, op, _LSTM_HIDDEN, (batch, hidden), "hidden state", activations)
     cell_state = _state(state, op, _LSTM_CELL, (batch, hidden), "cell state", ("INT16",))
     _same_as_hidden(state, op, y, hidden_state)
+    if wide and hidden_state["zero_point"] != 0:
+        raise state.error(
+            op,
+            f"its int16 hidden state has zero point {hidden_state['zero_point']}; TensorFlow's 16x8 scheme"
+            " (and the firmware's reset of the state) takes int16 activations of zero point 0",
+        )
+    if state.tensors[y].shape != (*shape[:2], hidden):
+        raise state.error(
+            op, f"writes {state.tensors[y].shape}; an LSTM of {hidden} units gives {(*shape[:2], hidden)}"
+        )
     attrs = {
         "time_major": time_major,
         "cell_clip": float(op.options.get("CellClip", 0.0)),
@@ -216,10 +242,12 @@ def _constant(state: _State, op: TflOperator, position: int, types: tuple[str, .
     return name
 
 
-def _bias(state: _State, op: TflOperator, position: int, length: int) -> str:
+def _bias(
+    state: _State, op: TflOperator, position: int, length: int, types: tuple[str, ...] = ("INT32",)
+) -> str:
     if position >= len(op.inputs) or op.inputs[position] < 0:
         return ""
-    name = _constant(state, op, position, ("INT32",), "bias")
+    name = _constant(state, op, position, types, "bias")
     if state.tensors[name].shape != (length,):
         raise state.error(op, f"its bias has shape {state.tensors[name].shape}; expected ({length},)")
     return name

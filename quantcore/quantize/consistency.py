@@ -54,7 +54,7 @@ KERNELS: dict[str, tuple[str | None, ...]] = {
     "transpose": ("arm_transpose_s8",),
     "requantize": ("fixpoint_requantize",),
     "svdf": ("arm_svdf_s8", "arm_svdf_state_s16_s8"),
-    "lstm": ("arm_lstm_unidirectional_s8",),
+    "lstm": ("arm_lstm_unidirectional_s8", "arm_lstm_unidirectional_s16"),
 }
 """Per op, the kernels the int8 reference executor and the code generator run (what the quantizer
 writes); quantcore.support lists CMSIS-NN's wider set, which Fixpoint does not all generate code for."""

@@ -7,7 +7,8 @@ SVDF (arm_svdf_s8 / arm_svdf_state_s16_s8):
   output multiplier = QuantizeMultiplier(double(float32 s_state * s_wt / s_out))
   the new state value is clamped to the state type's range, the output to int8's (TFLM's int8 SVDF
   applies no fused activation).
-LSTM (arm_lstm_unidirectional_s8), TFLite's integer LSTM: every gate's two products requantize to Q3.12
+LSTM (arm_lstm_unidirectional_s8; _s16 for TensorFlow's 16x8 LSTM - int16 input and hidden state, int64
+biases, the same parameters), TFLite's integer LSTM: every gate's two products requantize to Q3.12
 (scale 2^-12, int16), the gates' outputs are Q0.15 (2^-15), and
   gate input multiplier     = QM(double(s_in) * double(s_wx) / 2^-12),  recurrent: s_hidden, s_wh
   forget_to_cell            = QM(2^-15 * s_cell / s_cell),  input_to_cell = QM(2^-15 * 2^-15 / s_cell)
@@ -37,11 +38,14 @@ GATE_INPUT_SCALE = 2.0**-12
 GATE_OUTPUT_SCALE = 2.0**-15
 """Q0.15: the scale of a gate's sigmoid/tanh output (TFLM's nonlinear_output_scale)."""
 GATES = ("input", "forget", "cell", "output")
-RECURRENT_KERNELS = frozenset({"arm_svdf_s8", "arm_svdf_state_s16_s8", "arm_lstm_unidirectional_s8"})
+RECURRENT_KERNELS = frozenset(
+    {"arm_svdf_s8", "arm_svdf_state_s16_s8", "arm_lstm_unidirectional_s8", "arm_lstm_unidirectional_s16"}
+)
 _INTEGER_TYPES: dict[DType, type[np.signedinteger[Any]]] = {
     DType.INT8: np.int8,
     DType.INT16: np.int16,
     DType.INT32: np.int32,
+    DType.INT64: np.int64,  # a 16x8 LSTM's biases
 }
 
 
@@ -149,7 +153,11 @@ def _lstm(graph: Graph, node: Node) -> tuple[Node, list[Tensor]]:
     }
     constants = [*weights_x, *weights_h, *biases]
     node = node.evolve(inputs=(x, *(t.name for t in constants)))
-    return node.with_attrs(kernel="arm_lstm_unidirectional_s8", params=params), constants
+    # 16x8 (int16 input and hidden state, int64 biases): the same parameters, TFLM's int16 LSTM
+    x_quant = graph.tensor(x).quant
+    wide = x_quant is not None and x_quant.dtype is DType.INT16
+    kernel = "arm_lstm_unidirectional_s16" if wide else "arm_lstm_unidirectional_s8"
+    return node.with_attrs(kernel=kernel, params=params), constants
 
 
 Constants = tuple[list[Tensor], list[Tensor], list[Tensor]]

@@ -242,6 +242,7 @@ _KERNELS: dict[str, Callable[..., Array]] = {
     "arm_svdf_s8": recurrent_exec.svdf,
     "arm_svdf_state_s16_s8": recurrent_exec.svdf,
     "arm_lstm_unidirectional_s8": recurrent_exec.lstm,
+    "arm_lstm_unidirectional_s16": recurrent_exec.lstm,
 }
 
 

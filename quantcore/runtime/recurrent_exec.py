@@ -24,7 +24,9 @@ from quantcore.kernels.lstm import (
     LstmGate,
     LstmParams,
     effective_bias_s8,
+    effective_bias_s64,
     lstm_unidirectional_s8,
+    lstm_unidirectional_s16,
 )
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import SvdfParams, svdf_s8, svdf_state_s16_s8
@@ -33,13 +35,13 @@ from quantcore.quantize.recurrent import GATES, lstm_constants
 Array = np.ndarray
 
 
-def _streams(node: Node, x: Array, batch: int) -> int:
-    """How many inferences the samples in `x` are (the layer's batch each)."""
-    if x.shape[0] % batch:
+def _streams(node: Node, x: Array, block: int) -> int:
+    """How many inferences the rows of `x` are (`block` rows each: the layer's first axis)."""
+    if x.shape[0] % block:
         raise GraphError(
-            f"node {node.name!r}: {x.shape[0]} rows are not a whole number of batches of {batch}"
+            f"node {node.name!r}: {x.shape[0]} rows are not a whole number of inferences of {block} rows"
         )
-    return int(x.shape[0]) // batch
+    return int(x.shape[0]) // block
 
 
 def svdf(
@@ -71,19 +73,21 @@ def svdf(
 
 
 def lstm_params(graph: Graph, node: Node, p: dict[str, Any]) -> LstmParams:
-    """cmsis_nn_lstm_params of a quantized LSTM node (effective biases as CMSIS-NN's TFLM glue makes them)."""
+    """cmsis_nn_lstm_params of a quantized LSTM node (effective biases as CMSIS-NN's TFLM glue makes them:
+    int32 for arm_lstm_unidirectional_s8, int64 for _s16)."""
     inputs, hidden, biases = lstm_constants(node, graph)
     cell = Activation.TANH if p["cell_activation"] == "tanh" else Activation.SIGMOID
+    effective_bias = effective_bias_s64 if _wide(node) else effective_bias_s8
     gates = {}
     for gate, wx, wh, b in zip(GATES, inputs, hidden, biases, strict=True):
         q = p["gates"][gate]
         gates[gate] = LstmGate(
             input_weights=wx,
-            input_effective_bias=effective_bias_s8(wx, p["input_offset"], b),
+            input_effective_bias=effective_bias(wx, p["input_offset"], b),
             input_multiplier=q["input_multiplier"],
             input_shift=q["input_shift"],
             hidden_weights=wh,
-            hidden_effective_bias=effective_bias_s8(wh, p["hidden_offset"]),
+            hidden_effective_bias=effective_bias(wh, p["hidden_offset"]),
             hidden_multiplier=q["hidden_multiplier"],
             hidden_shift=q["hidden_shift"],
             activation=cell if gate == "cell" else Activation.SIGMOID,
@@ -106,26 +110,37 @@ def lstm_params(graph: Graph, node: Node, p: dict[str, Any]) -> LstmParams:
     )
 
 
+def _wide(node: Node) -> bool:
+    """arm_lstm_unidirectional_s16: int16 input and hidden state (TensorFlow's 16x8 LSTM)."""
+    return str(node.attr("kernel")) == "arm_lstm_unidirectional_s16"
+
+
 def lstm(
     graph: Graph, node: Node, args: list[Any], p: dict[str, Any], out: tuple[int, ...], r: Rounding
 ) -> Array:
     x = args[0]
     params = lstm_params(graph, node, p)
-    batch, hidden_size = out[0], out[-1]
-    # The reset state: TFLM sets the int8 hidden state to its zero point, the int16 cell state to 0.
-    hidden = np.full((batch, hidden_size), p["output_offset"], np.int8)
+    # One inference is the layer's whole (batch, time, features) - time-major: (time, batch, features) -
+    # block; the inferences stack along the first axis either way. With last_step (ONNX's Y_h, batch-major
+    # only) the output is (batch, hidden).
+    block, hidden_size = out[0], out[-1]
+    batch = out[1] if params.time_major else out[0]
+    # The reset state: TFLM sets the int8 hidden state to its zero point, the int16 cell state to 0 (a
+    # 16x8 LSTM's int16 hidden state too: its zero point is 0).
+    wide = _wide(node)
+    hidden = np.full((batch, hidden_size), p["output_offset"], np.int16 if wide else np.int8)
     cell = np.zeros((batch, hidden_size), np.int16)
+    kernel = lstm_unidirectional_s16 if wide else lstm_unidirectional_s8
     streaming = bool(node.attr("streaming", True))
-    last_step = bool(node.attr("last_step", False))  # ONNX's Y_h: the output is the last step only
+    last_step = bool(node.attr("last_step", False))
     outputs = []
-    for i in range(_streams(node, x, batch)):
+    for i in range(_streams(node, x, block)):
+        rows = x[i * block : (i + 1) * block]
         if not streaming:  # the C's stateless call: no hidden state, the cell state zeroed at each call
-            stateless = lstm_unidirectional_s8(x[i * batch : (i + 1) * batch], params, rounding=r)
+            stateless = kernel(rows, params, rounding=r)
             outputs.append(stateless.output[:, -1] if last_step else stateless.output)
             continue
-        result = lstm_unidirectional_s8(
-            x[i * batch : (i + 1) * batch], params, hidden_state=hidden, cell_state=cell, rounding=r
-        )
+        result = kernel(rows, params, hidden_state=hidden, cell_state=cell, rounding=r)
         assert result.hidden_state is not None
         hidden, cell = result.hidden_state, result.cell_state
         outputs.append(result.output)

@@ -75,15 +75,19 @@ def _lstm(node: Node, args: list[Any], graph: Graph) -> tuple[Array, Array]:
     x, weights_x, weights_h, biases = args[0], args[1:5], args[5:9], args[9:13]
     cell_clip = float(node.attr("cell_clip", 0.0))
     cell_activation = np.tanh if node.attr("cell_activation", "tanh") == "tanh" else _sigmoid
-    batch, steps, _ = graph.tensor(node.inputs[0]).shape
+    time_major = bool(node.attr("time_major", False))  # (time, batch, features)
+    block, batch, steps = _lstm_block(graph.tensor(node.inputs[0]).shape, time_major)
     hidden_size = weights_h[0].shape[0]
     h, c = np.zeros((batch, hidden_size)), np.zeros((batch, hidden_size))
     streaming = bool(node.attr("streaming", True))
+    axis = 0 if time_major else 1  # the steps' axis in the layer's layout
     hidden, cells = [], []
-    for i in range(_samples(node, x, batch)):
+    for i in range(_samples(node, x, block)):
         if not streaming:  # an ONNX LSTM: every inference from the zero state
             h, c = np.zeros((batch, hidden_size)), np.zeros((batch, hidden_size))
-        sequence = x[i * batch : (i + 1) * batch]
+        sequence = x[i * block : (i + 1) * block]
+        sequence = sequence.transpose(1, 0, 2) if time_major else sequence
+        steps_h, steps_c = [], []
         for t in range(steps):
             pre = [
                 sequence[:, t] @ wx.T + h @ wh.T + b
@@ -94,14 +98,13 @@ def _lstm(node: Node, args: list[Any], graph: Graph) -> tuple[Array, Array]:
             if cell_clip > 0:
                 c = np.clip(c, -cell_clip, cell_clip)
             h = gate_o * np.tanh(c)
-            hidden.append(h)
-            cells.append(c)
-    shape = (-1, steps, hidden_size)
-    return _by_sample(hidden, steps).reshape(shape), _by_sample(cells, steps).reshape(shape)
+            steps_h.append(h)
+            steps_c.append(c)
+        hidden.append(np.stack(steps_h, axis=axis))
+        cells.append(np.stack(steps_c, axis=axis))
+    return np.concatenate(hidden), np.concatenate(cells)
 
 
-def _by_sample(states: list[Array], steps: int) -> Array:
-    """Per-step (batch, hidden) states, in run order, as (samples * batch, steps, hidden)."""
-    per_step = np.stack(states)  # (samples * steps, batch, hidden)
-    samples = per_step.shape[0] // steps
-    return per_step.reshape(samples, steps, *per_step.shape[1:]).transpose(0, 2, 1, 3)
+def _lstm_block(shape: tuple[int, ...], time_major: bool) -> tuple[int, int, int]:
+    """(rows of one inference, batch, time steps) of an LSTM input; inferences stack along axis 0."""
+    return (shape[0], shape[1], shape[0]) if time_major else (shape[0], shape[0], shape[1])

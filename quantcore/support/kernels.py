@@ -275,10 +275,12 @@ KERNELS: Mapping[Op, KernelSupport] = {
         ),
         KernelSupport(
             Op.LSTM,
-            ("arm_lstm_unidirectional_s8",),
+            ("arm_lstm_unidirectional_s8", "arm_lstm_unidirectional_s16"),
             (),
-            "From an int8 .tflite (hidden and cell state persist between inferences) or a float ONNX LSTM"
-            " (each inference from the zero state); no peepholes, projection or layer norm.",
+            "From an int8 .tflite (arm_lstm_unidirectional_s16: TensorFlow's 16x8 form at the model's input"
+            " and output), batch-major or time-major, hidden and cell state persisting between inferences;"
+            " or a float ONNX LSTM (each inference from the zero state). No peepholes, projection or layer"
+            " norm.",
         ),
     )
 }

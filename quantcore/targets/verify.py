@@ -47,17 +47,32 @@ def default_timeout(flash_bytes: int | None, cases: int) -> float:
 
 @dataclass(frozen=True)
 class Cases:
-    """Quantized test inputs: (K, *input shape without batch) in the graph's layout (NHWC)."""
+    """Quantized test inputs: (K * rows, *input shape without its first axis) in the graph's layout (NHWC),
+    case after case - the rows the executors stack inferences along."""
 
     quantized: np.ndarray
     source: str
     """What they came from: a data set's path, or "random (seed 0)"."""
+    rows: int = 1
+    """Rows of one case: the graph input's first axis - 1 for a batch of one; a time-major LSTM's input
+    (time, batch, features) is one inference of `time` rows."""
+
+    @property
+    def count(self) -> int:
+        return len(self.quantized) // self.rows
 
     def head(self, count: int) -> Cases:
-        return Cases(self.quantized[:count], self.source)
+        return Cases(self.quantized[: count * self.rows], self.source, self.rows)
 
     def as_bytes(self) -> list[bytes]:
-        return [np.ascontiguousarray(case).tobytes() for case in self.quantized]
+        cases = self.quantized.reshape(self.count, -1, *self.quantized.shape[1:])
+        return [np.ascontiguousarray(case).tobytes() for case in cases]
+
+    def by_case(self, values: np.ndarray) -> np.ndarray:
+        """A tensor the executor computed for these cases, (count, ...) - its rows grouped by case: a
+        tensor whose first axis is not one row per case (a time-major input's steps, an ONNX LSTM's
+        sequence-first (seq, 1, H) tensors) has each case's rows contiguous along it."""
+        return values if len(values) == self.count else values.reshape(self.count, -1, *values.shape[1:])
 
 
 def random_cases(qgraph: Graph, count: int = DEFAULT_CASES, seed: int = DEFAULT_SEED) -> Cases:
@@ -66,8 +81,9 @@ def random_cases(qgraph: Graph, count: int = DEFAULT_CASES, seed: int = DEFAULT_
     wide = tensor.quant is not None and tensor.quant.dtype is DType.INT16
     dtype, (lo, hi) = (np.int16, (-32768, 32767)) if wide else (np.int8, (-128, 127))
     rng = np.random.default_rng(seed)
-    values = rng.integers(lo, hi, size=(count, *tensor.shape[1:]), endpoint=True).astype(dtype)
-    return Cases(values, f"random (seed {seed})")
+    rows = tensor.shape[0] if tensor.shape else 1
+    values = rng.integers(lo, hi, size=(count * rows, *tensor.shape[1:]), endpoint=True).astype(dtype)
+    return Cases(values, f"random (seed {seed})", rows)
 
 
 def data_cases(qgraph: Graph, x_ir_layout: np.ndarray, source: str, count: int | None = None) -> Cases:
@@ -83,8 +99,10 @@ def documented_cases(
     """Test inputs prepared exactly as model.h tells an application: the model's own samples (its
     layout, batch first), transposed to NHWC when the header says the model's input is NCHW, quantized
     with the header's scale and zero point (round half away from zero, clamp). These bytes are what the
-    harness copies to <prefix>_input(), unchanged."""
-    x = x_model[:count] if count else x_model
+    harness copies to <prefix>_input(), unchanged. A case is `rows` samples when the input's first axis
+    is `rows` (a time-major recurrent input: a sample per time step)."""
+    rows = contract.shape[0] if contract.shape else 1
+    x = x_model[: count * rows] if count else x_model
     if contract.model_nchw:
         x = x.transpose(0, 2, 3, 1)
     if tuple(x.shape[1:]) != contract.shape[1:]:
@@ -94,9 +112,14 @@ def documented_cases(
             + (" after the transposition it asks for" if contract.model_nchw else "")
             + "; give data in the model's own input layout"
         )
+    if len(x) % rows:
+        raise TargetError(
+            f"{contract.path} takes {rows} samples of shape {list(contract.shape[1:])} per case (its input"
+            f" is {list(contract.shape)}), but {source} gives {len(x)} samples; give a multiple of {rows}"
+        )
     qmin, qmax = (-32768, 32767) if contract.wide else (-128, 127)
     q = quantize_activation(x, contract.scale, contract.zero_point, qmin, qmax)
-    return Cases(np.ascontiguousarray(q), source)
+    return Cases(np.ascontiguousarray(q), source, rows)
 
 
 def float_inputs(qgraph: Graph, cases: Cases) -> np.ndarray:
@@ -107,15 +130,8 @@ def float_inputs(qgraph: Graph, cases: Cases) -> np.ndarray:
 def reference(qgraph: Graph, cases: Cases) -> tuple[list[ReferenceLayer], np.ndarray]:
     """Every layer's reference output for every case, and the model output."""
     env = int8_exec.run(qgraph, {qgraph.inputs[0]: cases.quantized})
-    count = len(cases.quantized)
-    layers = [ReferenceLayer(node.name, _per_case(env[node.outputs[0]], count)) for node in qgraph.nodes]
-    return layers, _per_case(env[qgraph.outputs[0]], count)
-
-
-def _per_case(values: np.ndarray, cases: int) -> np.ndarray:
-    """(cases, ...): a tensor whose first axis is not the batch (an ONNX LSTM's sequence-first (seq, 1,
-    H) tensors) has its cases' rows stacked on that axis, each case's bytes contiguous."""
-    return values if len(values) == cases else values.reshape(cases, -1, *values.shape[1:])
+    layers = [ReferenceLayer(node.name, cases.by_case(env[node.outputs[0]])) for node in qgraph.nodes]
+    return layers, cases.by_case(env[qgraph.outputs[0]])
 
 
 def expectation(layers: list[ReferenceLayer], output: np.ndarray) -> Expectation:

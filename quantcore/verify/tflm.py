@@ -85,21 +85,33 @@ def compare(path: str, graph: Graph, qgraph: Graph, x: np.ndarray) -> TflmCompar
     interpreter on the same samples `x` (real values, the model's layout, batch first)."""
     data = untrusted.read_bytes(path, limit=limits.MODEL_MAX_BYTES)
     name = qgraph.inputs[0]
+    # One invoke takes the input's first axis of rows: 1 (a batch of one), or a time-major recurrent
+    # input's time steps; the samples are rows, as the executors stack them.
+    rows = qgraph.tensor(name).shape[0]
+    if len(x) % rows:
+        raise ModelError(
+            path,
+            f"its input {list(qgraph.tensor(name).shape)} takes {rows} samples per inference; the data has"
+            f" {len(x)}, give a multiple of {rows}",
+        )
     q = int8_exec.quantize_inputs(qgraph, {name: x})[name]
-    theirs = isolated(path, lambda: _run_tflm(data, path, graph.meta.get("sha256"), x, q))
+    theirs = isolated(path, lambda: _run_tflm(data, path, graph.meta.get("sha256"), x, q, rows))
     env = int8_exec.run(qgraph, {name: q})
-    ours = [env[out].reshape(len(x), -1) for out in qgraph.outputs]
+    ours = [env[out].reshape(len(x) // rows, -1) for out in qgraph.outputs]
     if len(theirs) != len(ours):
         raise ModelError(path, f"TFLM gives {len(theirs)} outputs, Fixpoint's graph {len(ours)}")
     mismatched = sum(
         int(np.count_nonzero(a != b.reshape(a.shape))) for a, b in zip(ours, theirs, strict=True)
     )
-    return TflmComparison(mismatched, sum(a.size for a in ours), len(x))
+    return TflmComparison(mismatched, sum(a.size for a in ours), len(x) // rows)
 
 
-def _run_tflm(data: bytes, path: str, recorded: str | None, x: np.ndarray, q: np.ndarray) -> list[np.ndarray]:
-    """TFLM's int8 output tensors, (samples, elements) each, one invoke per sample (its batch is 1), for
-    the model `data` - the one imported when its sha256 is `recorded`."""
+def _run_tflm(
+    data: bytes, path: str, recorded: str | None, x: np.ndarray, q: np.ndarray, rows: int = 1
+) -> list[np.ndarray]:
+    """TFLM's int8 output tensors, (invokes, elements) each, one invoke per `rows` samples (the input's
+    first axis: 1 for a batch of one), for the model `data` - the one imported when its sha256 is
+    `recorded`."""
     from tflite_micro.python.tflite_micro import runtime
 
     from quantcore.importers._tflite_read import read_model
@@ -115,8 +127,8 @@ def _run_tflm(data: bytes, path: str, recorded: str | None, x: np.ndarray, q: np
         interpreter = runtime.Interpreter.from_bytes(data, arena_size=arena, intrepreter_config=config)
         fed = _tflm_input(model, x, q)
         outputs: list[list[np.ndarray]] = [[] for _ in inner]
-        for sample in fed:
-            interpreter.set_input(sample[np.newaxis], 0)
+        for sample in fed.reshape(-1, rows, *fed.shape[1:]):
+            interpreter.set_input(sample, 0)
             interpreter.invoke()
             for k, index in enumerate(inner):
                 value = (

@@ -165,6 +165,21 @@ def _transpose_conv(rng: np.random.Generator, kind: str, kernel: str) -> Case:
     return _case(kind, kernel, Op.CONV2D, shapes, (out_c, kh, kw, c), params)
 
 
+def _svdf(rng: np.random.Generator, kind: str, kernel: str) -> Case:
+    """An SVDF layer: feature weights (filters, depth) are weights_feature_dims {n = filters, h = depth}."""
+    depth, filters, n = int(rng.integers(1, 100)), int(rng.integers(1, 70)), int(rng.integers(1, 3))
+    case = _case(
+        kind,
+        kernel,
+        Op.SVDF,
+        ((n, 1, 1, depth), (filters, depth, 1, 1), (n, 1, 1, filters)),
+        (filters, depth),
+        {},
+    )
+    x, y = Tensor("x", (n, depth), DType.INT8), Tensor("y", (n, filters), DType.INT8)
+    return Case(case.kind, case.fields, case.graph.with_tensors(x, y), case.node)
+
+
 Generator = Callable[[np.random.Generator, str, str], Case]
 KINDS: dict[str, tuple[str, Generator]] = {
     "conv_s8": ("arm_convolve_wrapper_s8", _conv),
@@ -178,6 +193,7 @@ KINDS: dict[str, tuple[str, Generator]] = {
     "avgpool_s8": ("arm_avgpool_s8", _avgpool),
     "avgpool_s16": ("arm_avgpool_s16", _avgpool),
     "transpose_conv_s8": ("arm_transpose_conv_wrapper_s8", _transpose_conv),
+    "svdf_s8": ("arm_svdf_s8", _svdf),
 }
 C_KIND = {
     "conv_1_x_n_s8": "conv_s8",

@@ -1,10 +1,12 @@
 """TFLite's recurrent layers from TFLM's own int8 models: UNIDIRECTIONAL_SEQUENCE_LSTM (mnist_lstm,
-micro_speech_lstm) and SVDF (keyword_scrambled, int16 state), run by Fixpoint's int8 reference executor
-against TFLM's interpreter byte for byte - every layer, over several invokes in a row, the state carried
-from one to the next as TFLM carries its variable tensors - and what cannot run on CMSIS-NN refused."""
+micro_speech_lstm) and SVDF (keyword_scrambled, int16 state; keyword_scrambled_8bit, int8 state at zero
+point 0), run by Fixpoint's int8 reference executor against TFLM's interpreter byte for byte - every
+layer, over several invokes in a row, the state carried from one to the next as TFLM carries its variable
+tensors - and what cannot run on CMSIS-NN refused."""
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
@@ -17,7 +19,7 @@ from quantcore.errors import ModelError
 from quantcore.importers._tflite_read import read_model
 from quantcore.quantize.consistency import problems
 from quantcore.quantize.document import from_document
-from quantcore.runtime import int8_exec
+from quantcore.runtime import float_exec, int8_exec
 from quantcore.verify import tflm as tflm_compare
 from tests import tflm
 
@@ -49,8 +51,18 @@ def unsaturated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _path(name: str, unsaturated: Path) -> Path:
-    return unsaturated if name == "unsaturated" else tflm.model(name)
+@pytest.fixture(scope="module")
+def int8_state(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """keyword_scrambled_8bit with its int8 SVDF states at zero point 0: arm_svdf_s8's model."""
+    path = tmp_path_factory.mktemp("svdf") / "keyword_scrambled_int8_state.tflite"
+    raw = tflm.model("keyword_scrambled_8bit").read_bytes()
+    path.write_bytes(tflm.svdf_biases_divided(tflm.svdf_int8_state_model(raw, 16), BIAS_DIVISOR))
+    return path
+
+
+def _path(name: str, unsaturated: Path, int8_state: Path) -> Path:
+    made = {"unsaturated": unsaturated, "int8_state": int8_state}
+    return made[name] if name in made else tflm.model(name)
 
 
 def _inputs(interpreter: object, seed: int) -> np.ndarray:
@@ -75,12 +87,14 @@ def _tflm_layers(path: Path, xs: np.ndarray, names: list[str]) -> dict[str, np.n
     return {name: np.stack(row) for name, row in rows.items()}
 
 
-MODELS = ["trained_lstm_int8", "micro_speech_lstm", "keyword_scrambled", "unsaturated"]
+MODELS = ["trained_lstm_int8", "micro_speech_lstm", "keyword_scrambled", "unsaturated", "int8_state"]
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_every_layer_matches_tflm_over_invokes_in_a_row(name: str, unsaturated: Path) -> None:
-    path = _path(name, unsaturated)
+def test_every_layer_matches_tflm_over_invokes_in_a_row(
+    name: str, unsaturated: Path, int8_state: Path
+) -> None:
+    path = _path(name, unsaturated, int8_state)
     qgraph = pipeline.quantize_imported(pipeline.load_model(path)).qgraph
     xs = _inputs(tflm.interpreter(path), seed=21)
     names = [n.outputs[0] for n in qgraph.nodes]
@@ -91,14 +105,15 @@ def test_every_layer_matches_tflm_over_invokes_in_a_row(name: str, unsaturated: 
 
 
 @pytest.mark.parametrize(
-    ("name", "layer", "distinct"), [("trained_lstm_int8", 0, 200), ("unsaturated", 1, 20)]
+    ("name", "layer", "distinct"),
+    [("trained_lstm_int8", 0, 200), ("unsaturated", 1, 20), ("int8_state", 1, 5)],
 )
 def test_the_state_is_carried_from_one_invoke_to_the_next(
-    name: str, layer: int, distinct: int, unsaturated: Path
+    name: str, layer: int, distinct: int, unsaturated: Path, int8_state: Path
 ) -> None:
     """The recurrent layer's output takes many values (the check is not met by a saturated layer), and
     running each invoke from the reset state instead of the carried one gives other bytes than TFLM's."""
-    path = _path(name, unsaturated)
+    path = _path(name, unsaturated, int8_state)
     qgraph = pipeline.quantize_imported(pipeline.load_model(path)).qgraph
     xs = _inputs(tflm.interpreter(path), seed=5)
     out = qgraph.nodes[layer].outputs[0]
@@ -219,3 +234,136 @@ def test_the_lstm_state_is_declared_outside_the_arena_and_counted(tmp_path: Path
     aligned = "__attribute__((aligned(MODEL_ALIGNMENT)));"
     assert f"static int8_t l0_tfl_unidirectional_sequence_lstm_hidden_state[32] {aligned}" in source
     assert f"static int16_t l0_tfl_unidirectional_sequence_lstm_cell_state[24] {aligned}" in source
+
+
+STEPS, SEQUENCES = 6, 3
+"""The rebuilt LSTMs: 6 time steps of 3 sequences (batch > 1: what time-major changes)."""
+
+
+@pytest.fixture(scope="module")
+def lstm_layouts(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Path]:
+    """mnist_lstm's LSTM alone, time-major and batch-major (same weights, scales and options)."""
+    folder, raw = tmp_path_factory.mktemp("lstm"), tflm.model("trained_lstm_int8").read_bytes()
+    paths = {}
+    for time_major in (True, False):
+        paths[time_major] = folder / f"lstm_time_major_{time_major}.tflite"
+        paths[time_major].write_bytes(tflm.lstm_model(raw, STEPS, SEQUENCES, time_major))
+    return paths
+
+
+def test_a_time_major_lstm_matches_tflm_and_its_batch_major_twin(lstm_layouts: dict[bool, Path]) -> None:
+    """Time-major (time, batch, features) runs the kernel with time_major set: TFLM's bytes over invokes
+    in a row, and the batch-major model's on the same sequences laid out (batch, time, features); the
+    float layer (fixpoint evaluate's reference) reads the layout the same way."""
+    graphs = {tm: pipeline.quantize_imported(pipeline.load_model(p)).qgraph for tm, p in lstm_layouts.items()}
+    assert [n.attr("params")["time_major"] for n in graphs[True].nodes] == [True]
+    assert graphs[True].tensor(graphs[True].inputs[0]).shape == (STEPS, SEQUENCES, 28)
+    rng = np.random.default_rng(13)
+    xs = rng.integers(-128, 128, size=(INVOKES, STEPS, SEQUENCES, 28)).astype(np.int8)
+    interpreter = tflm.interpreter(lstm_layouts[True])
+    theirs = []
+    for x in xs:  # the whole (time, batch, features) input each invoke
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        theirs.append(interpreter.get_output(0))
+    ours = {
+        tm: int8_exec.run(g, {g.inputs[0]: xs.reshape(-1, *xs.shape[2:]) if tm else _batch_major(xs)})
+        for tm, g in graphs.items()
+    }
+    time_major = ours[True][graphs[True].outputs[0]].reshape(INVOKES, STEPS, SEQUENCES, 20)
+    batch_major = ours[False][graphs[False].outputs[0]].reshape(INVOKES, SEQUENCES, STEPS, 20)
+    assert np.array_equal(time_major, np.stack(theirs))
+    assert np.unique(time_major).size >= 200
+    assert np.array_equal(time_major, batch_major.transpose(0, 2, 1, 3))
+    floats = {}
+    for tm, path in lstm_layouts.items():
+        model = pipeline.load_model(path)
+        x = xs.astype(np.float64) * 0.00392157
+        x = x.reshape(-1, *xs.shape[2:]) if tm else _batch_major(x)
+        floats[tm] = float_exec.run(model.graph, {model.graph.inputs[0]: x})[model.graph.outputs[0]]
+    assert np.array_equal(
+        floats[True].reshape(INVOKES, STEPS, SEQUENCES, 20),
+        floats[False].reshape(INVOKES, SEQUENCES, STEPS, 20).transpose(0, 2, 1, 3),
+    )
+
+
+def _batch_major(xs: np.ndarray) -> np.ndarray:
+    """(invokes, time, batch, features) -> the batch-major model's rows: (invokes * batch, time, features)."""
+    return xs.transpose(0, 2, 1, 3).reshape(-1, STEPS, xs.shape[3])
+
+
+@pytest.mark.parametrize("time_major", [True, False], ids=["time_major", "batch_major"])
+def test_a_16x8_lstm_runs_arm_lstm_unidirectional_s16_as_tflm_does(time_major: bool, tmp_path: Path) -> None:
+    """TensorFlow's 16x8 LSTM (int16 input, output and hidden state, int64 biases; mnist_lstm's weights):
+    arm_lstm_unidirectional_s16, TFLM's bytes over invokes in a row, rebuilt alike from the params JSON."""
+    path = tmp_path / "lstm_16x8.tflite"
+    raw = tflm.model("trained_lstm_int8").read_bytes()
+    path.write_bytes(tflm.lstm_model(raw, STEPS, SEQUENCES, time_major, int16=True))
+    model = pipeline.load_model(path)
+    result = pipeline.quantize_imported(model)
+    qgraph = result.qgraph
+    assert [n.attr("kernel") for n in qgraph.nodes] == ["arm_lstm_unidirectional_s16"]
+    lead = (STEPS, SEQUENCES) if time_major else (SEQUENCES, STEPS)
+    xs = np.random.default_rng(16).integers(-32768, 32768, size=(INVOKES, *lead, 28)).astype(np.int16)
+    interpreter = tflm.interpreter(path)
+    theirs = []
+    for x in xs:
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        theirs.append(interpreter.get_output(0))
+    ours = int8_exec.run(qgraph, {qgraph.inputs[0]: xs.reshape(-1, *xs.shape[2:])})[qgraph.outputs[0]]
+    assert ours.dtype == np.int16
+    assert np.array_equal(ours.reshape(INVOKES, *lead, 20), np.stack(theirs))
+    assert np.unique(ours).size >= 1000
+    assert list(problems(result.document)) == []
+    rebuilt = from_document(model.graph, result.document)
+    again = int8_exec.run(rebuilt, {rebuilt.inputs[0]: xs.reshape(-1, *xs.shape[2:])})[rebuilt.outputs[0]]
+    assert np.array_equal(again, ours)
+
+
+def test_fixpoint_evaluate_feeds_tflm_a_whole_time_major_input_per_invoke(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A time-major 16x8 LSTM's input (6, 3, 28) is 6 samples of (3, 28) per inference: `fixpoint
+    evaluate` compares 4 inferences' int16 outputs with TFLM's (each invoke given the whole input), and
+    refuses a sample count that is not whole inferences, saying why (exit 2)."""
+    from quantcore import cli
+
+    path, params = tmp_path / "lstm_16x8.tflite", tmp_path / "p.json"
+    raw = tflm.model("trained_lstm_int8").read_bytes()
+    path.write_bytes(tflm.lstm_model(raw, STEPS, SEQUENCES, time_major=True, int16=True))
+    assert cli.main(["quantize", str(path), "-o", str(params)]) == 0
+    _, scale, zero_point = tflm.input_quantization(tflm.interpreter(path))
+    q = np.random.default_rng(24).integers(-32768, 32768, size=(4 * STEPS, SEQUENCES, 28))
+    data = tmp_path / "d.npy"
+    np.save(data, tflm.real_values(q, scale, zero_point))
+    capsys.readouterr()
+    assert cli.main(["evaluate", str(path), str(params), "--data", str(data), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["tflm_mismatched_bytes"], report["tflm_compared_bytes"]) == (0, 4 * STEPS * SEQUENCES * 20)
+    np.save(data, tflm.real_values(q[:-1], scale, zero_point))
+    assert cli.main(["evaluate", str(path), str(params), "--data", str(data)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"fixpoint evaluate: {data}: 23 samples; the model's input [6, 3, 28] takes 6 per inference (one"
+        " per time step of a time-major recurrent input), so give a multiple of 6"
+    )
+
+
+def test_a_16x8_lstm_hidden_state_off_zero_is_refused(tmp_path: Path) -> None:
+    """TensorFlow's 16x8 scheme is symmetric: an int16 hidden state of zero point 5 is refused, naming the
+    operator (the firmware resets the state by bytes, which holds for zero point 0 only)."""
+    raw = tflm.lstm_model(tflm.model("trained_lstm_int8").read_bytes(), STEPS, 1, False, int16=True)
+    data = bytearray(raw)
+    graph = tflite.Model.GetRootAsModel(raw, 0).Subgraphs(0)
+    op = graph.Operators(0)
+    for tensor in op.Inputs(tflm.LSTM_HIDDEN_INPUT), op.Outputs(0):  # the output is read at the hidden's
+        quant = graph.Tensors(tensor).Quantization()
+        struct.pack_into("<q", data, _vector(quant, 10), 5)  # QuantizationParameters.zero_point[0]
+    path = tmp_path / "lstm_16x8_zp.tflite"
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelError) as error:
+        pipeline.load_model(path)
+    assert str(error.value).endswith(
+        "its int16 hidden state has zero point 5; TensorFlow's 16x8 scheme (and the firmware's reset of"
+        " the state) takes int16 activations of zero point 0"
+    )

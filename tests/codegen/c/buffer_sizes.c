@@ -98,6 +98,11 @@ static int size_of(const char *kind, const char *path, const request *r, int32_t
                      arm_transpose_conv_s8_get_buffer_size(&tp, i, f, o),
                      arm_transpose_conv_s8_get_buffer_size(&tp, i, f, o),
                      arm_transpose_conv_s8_get_buffer_size_mve(&tp, i, f, o));
+    else if (strcmp(kind, "svdf_s8") == 0) /* f: weights_feature_dims {n = filters, h = depth} */
+        *size = PICK(path,
+                     arm_svdf_s8_get_buffer_size(f),
+                     arm_svdf_s8_get_buffer_size_dsp(f),
+                     arm_svdf_s8_get_buffer_size_mve(f));
     else if (strcmp(kind, "reverse_conv_s8") == 0)
         *size = arm_transpose_conv_s8_get_reverse_conv_buffer_size(&tp, i, f);
     else
