@@ -28,7 +28,8 @@ Kernel(s) | argument | check (before -> after) | kept or removed, and why:
     DSP build adds them in int16 lanes, so int8 + offset must fit int16
 - conv/depthwise s8 and s4, transpose conv s8 | input_offset | [-127, 128] | kept: the im2col buffers pad
     with (int8_t)-input_offset
-- batch_matmul_s8 | input_offset, filter_offset | [-127, 128] | kept: not re-audited (likely as fc)
+- batch_matmul_s8 | input_offset, filter_offset | [-127, 128] -> [-32640, 32640] | widened: the same
+    arm_nn_vec_mat_mult_t_s8 (and MVE vector sums) as fc s8
 - add/mul s8 | input offsets | [-127, 128] | kept: (x + offset) << left_shift and the mul's product
     overflow int32
 - add s8/s16 | left_shift | [0, 23] / [0, 16] | kept: int32 shift overflow
@@ -36,7 +37,8 @@ Kernel(s) | argument | check (before -> after) | kept or removed, and why:
 - add/mul s16 | offsets | must be 0 -> ignored | removed: the C ignores them
 - arm_nn_requantize users | shift | [-31, 30] | kept: 1 << 31 and shifts by 32 are undefined
 - arm_nn_requantize users | multiplier | not INT32_MIN | kept: the MVE build's saturating doubling
-    multiply differs there
+    multiply differs there (the LSTM gates and SVDF too: arm_nn_vec_mat_mul_result_acc_s8_s16 requantizes
+    with arm_requantize_mve on Helium)
 - s16 conv/depthwise/fc, batch_matmul_s16 | shift | [-31, 7] -> [-49, 14] | widened:
     arm_nn_requantize_s64's int64 shift by 14 - shift is defined in [0, 63]
 - softmax s8 / s8_s16 | shift, mult | [0, 31], >= 0 | kept: 1 << shift; a negative mult is outside

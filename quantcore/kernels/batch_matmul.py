@@ -11,8 +11,9 @@ Per output element, as the pure-C arm_nn_vec_mat_mult_t_s8 / _s16_s16 compute it
          out = clamp(requantize(acc, multiplier, shift) + output_offset, act_min, act_max)
     s16: acc = sum(lhs * rhs)                                              int64, no offsets
          out = clamp(requantize_s64(acc, REDUCE_MULTIPLIER(multiplier), shift), act_min, act_max)
-The sums are float64 matrix products, exact: an s8 product is below 2^16 and an s16 product at most 2^30
-in magnitude, and the s16 sum is taken over column blocks of 2^22 so no partial sum reaches 2^53.
+The sums are float64 matrix products, exact: an s8 product (offsets up to fully_connected.OFFSET_RANGE)
+and an s16 product are at most 2^30 in magnitude, and the sums are taken over column blocks of 2^22 so no
+partial sum reaches 2^53.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from quantcore.kernels._int import (
     Args,
     wrap32,
 )
+from quantcore.kernels.fully_connected import OFFSET_RANGE
 from quantcore.kernels.requantize import Rounding, reduce_multiplier, requantize, requantize_s64
 from quantcore.kernels.s16 import SHIFT_S32, SHIFT_S64
 
@@ -39,10 +41,8 @@ Int8Array = npt.NDArray[np.int8]
 Int16Array = npt.NDArray[np.int16]
 I64 = npt.NDArray[np.int64]
 
-# Columns per float64 block, so that no partial sum reaches 2^53: products are below 2^16 (s8) or at most
-# 2^30 (s16) in magnitude.
-_S8_BLOCK = 1 << 36
-_S16_BLOCK = 1 << 22
+# Columns per float64 block, so that no partial sum reaches 2^53: products are at most 2^30 in magnitude.
+_BLOCK = 1 << 22
 
 
 def batch_matmul_s8(
@@ -66,14 +66,15 @@ def batch_matmul_s8(
     lhs, rhs = _operands(args, lhs, rhs, np.int8)
     mult = args.integer("multiplier", multiplier, INT32_MIN + 1, INT32_MAX)
     shft = args.integer("shift", shift, *SHIFT_S32)
-    # Offsets are negated zero points, so +128 is possible and -128 is not.
-    lhs_off = args.integer("input_offset", input_offset, -127, 128)
-    rhs_off = args.integer("filter_offset", filter_offset, -127, 128)
+    # As fully connected's (the same arm_nn_vec_mat_mult_t_s8): int8 + offset must fit the DSP build's int16
+    # lanes; negated int8 zero points are the schema's rule, not the C's.
+    lhs_off = args.integer("input_offset", input_offset, *OFFSET_RANGE)
+    rhs_off = args.integer("filter_offset", filter_offset, *OFFSET_RANGE)
     # Any int32 (the C adds it to the requantized int32, then clamps); only the schema keeps it in int8.
     out_off = args.integer("output_offset", output_offset, INT32_MIN, INT32_MAX)
     lo, hi = args.activation(act_min, act_max)
 
-    acc = _exact_matmul(lhs.astype(np.float64) + lhs_off, rhs.astype(np.float64) + rhs_off, _S8_BLOCK)
+    acc = _exact_matmul(lhs.astype(np.float64) + lhs_off, rhs.astype(np.float64) + rhs_off, _BLOCK)
     # The C adds the offset in int32 (wrapping there on the targets), clamps, and casts to int8.
     out = wrap32(requantize(wrap32(acc), mult, shft, rounding) + out_off)
     return np.clip(out, lo, hi).astype(np.int8)
@@ -95,7 +96,7 @@ def batch_matmul_s16(
     shft = args.integer("shift", shift, *SHIFT_S64)
     lo, hi = args.activation(act_min, act_max)
 
-    acc = _exact_matmul(lhs.astype(np.float64), rhs.astype(np.float64), _S16_BLOCK)
+    acc = _exact_matmul(lhs.astype(np.float64), rhs.astype(np.float64), _BLOCK)
     out = requantize_s64(acc, reduce_multiplier(mult), shft)
     return np.clip(out, lo, hi).astype(np.int16)
 

@@ -318,8 +318,8 @@ def _prepare(args: Args, fmt: _Format, params: LstmParams, input_size: int, hidd
     gates = params.gates
     requant_range = SHIFT_S64_RANGE if fmt is _S16 else SHIFT_RANGE
     for name, gate in zip(names, gates, strict=True):
-        args.integer(f"{name}.input_multiplier", gate.input_multiplier, INT32_MIN, INT32_MAX)
-        args.integer(f"{name}.hidden_multiplier", gate.hidden_multiplier, INT32_MIN, INT32_MAX)
+        args.integer(f"{name}.input_multiplier", gate.input_multiplier, INT32_MIN + 1, INT32_MAX)
+        args.integer(f"{name}.hidden_multiplier", gate.hidden_multiplier, INT32_MIN + 1, INT32_MAX)
         args.integer(f"{name}.input_shift", gate.input_shift, *requant_range)
         args.integer(f"{name}.hidden_shift", gate.hidden_shift, *requant_range)
 
@@ -351,7 +351,9 @@ def _check_gate(args: Args, fmt: _Format, name: str, gate: LstmGate, input_size:
 
 def _check_scalars(args: Args, params: LstmParams) -> None:
     for prefix in ("forget_to_cell", "input_to_cell", "output"):
-        args.integer(f"{prefix}_multiplier", getattr(params, f"{prefix}_multiplier"), INT32_MIN, INT32_MAX)
+        args.integer(
+            f"{prefix}_multiplier", getattr(params, f"{prefix}_multiplier"), INT32_MIN + 1, INT32_MAX
+        )
         args.integer(f"{prefix}_shift", getattr(params, f"{prefix}_shift"), *SHIFT_RANGE)
     args.integer("cell_clip", params.cell_clip, INT32_MIN, INT32_MAX)
     args.integer("cell_scale_power", params.cell_scale_power, *CELL_SCALE_POWER_RANGE)

@@ -153,7 +153,7 @@ def _check_scalars(args: Args, params: SvdfParams) -> None:
     args.integer("input_offset", params.input_offset, INT32_MIN + 1, INT32_MAX)
     args.integer("output_offset", params.output_offset, INT32_MIN, INT32_MAX)
     for name in ("input", "output"):
-        args.integer(f"{name}_multiplier", getattr(params, f"{name}_multiplier"), INT32_MIN, INT32_MAX)
+        args.integer(f"{name}_multiplier", getattr(params, f"{name}_multiplier"), INT32_MIN + 1, INT32_MAX)
         args.integer(f"{name}_shift", getattr(params, f"{name}_shift"), *SHIFT_RANGE)
     for name in ("input_activation", "output_activation"):
         pair = getattr(params, name)

@@ -9,6 +9,7 @@ import pytest
 
 from quantcore.errors import KernelArgumentError
 from quantcore.kernels.batch_matmul import batch_matmul_s8, batch_matmul_s16
+from quantcore.kernels.fully_connected import fully_connected_s8
 from quantcore.kernels.requantize import Rounding
 
 HALF = 1 << 30
@@ -89,8 +90,8 @@ def test_s16_accumulates_in_int64() -> None:
         ({"lhs": LHS[0]}, "lhs"),
         ({"rhs": np.zeros((1, 1, 2, 3), np.int8)}, "rhs"),  # depth 3 against lhs's 2: not transposed
         ({"lhs": np.zeros((2, 1, 2, 2), np.int8), "rhs": np.zeros((3, 1, 2, 2), np.int8)}, "rhs"),
-        ({"input_offset": -128}, "input_offset"),
-        ({"filter_offset": 129}, "filter_offset"),
+        ({"input_offset": -32641}, "input_offset"),
+        ({"filter_offset": 32641}, "filter_offset"),
         ({"multiplier": -(2**31)}, "multiplier"),
         ({"shift": 31}, "shift"),
     ],
@@ -116,3 +117,32 @@ def test_s16_bad_arguments_name_the_argument(change: dict[str, object], argument
     with pytest.raises(KernelArgumentError, match=re.escape(f"'{argument}'")) as err:
         batch_matmul_s16(lhs, RHS.astype(np.int16), **kwargs)  # type: ignore[arg-type]
     assert err.value.kernel == "arm_batch_matmul_s16"
+
+
+@pytest.mark.parametrize("offsets", [(-128, 0), (1000, -5000), (32640, -32640), (-32640, 129)])
+@pytest.mark.parametrize("rounding", list(Rounding))
+def test_s8_offsets_beyond_int8_compute_as_fully_connected(
+    offsets: tuple[int, int], rounding: Rounding
+) -> None:
+    """Both kernels are arm_nn_vec_mat_mult_t_s8 in the C, so a batch matmul of one matrix pair is a fully
+    connected layer without bias: the same bytes for offsets up to the int16 lanes' end (fully connected's
+    offsets beyond int8 are checked against compiled CMSIS-NN in test_kernel_argument_audit.py)."""
+    rng = np.random.default_rng(21)
+    lhs = rng.integers(-128, 128, size=(5, 40)).astype(np.int8)
+    rhs = rng.integers(-128, 128, size=(7, 40)).astype(np.int8)
+    acc = (lhs.astype(np.int64) + offsets[0]) @ (rhs.astype(np.int64) + offsets[1]).T
+    wrapped = (acc + 2**31) % 2**32 - 2**31  # the C's int32 accumulator
+    # A shift that brings the largest accumulator to about +-100 (the multiplier is 0.707).
+    shift = int(np.floor(np.log2(100 / (0.707 * np.abs(wrapped).max()))))
+    arguments = {
+        "multiplier": 1_518_500_250,
+        "shift": shift,
+        "input_offset": offsets[0],
+        "filter_offset": offsets[1],
+        "output_offset": 3,
+        "rounding": rounding,
+    }
+    expected = fully_connected_s8(lhs, rhs, None, **arguments)  # type: ignore[arg-type]
+    out = batch_matmul_s8(lhs.reshape(1, 1, 5, 40), rhs.reshape(1, 1, 7, 40), **arguments)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(out.reshape(5, 7), expected)
+    assert len(np.unique(wrapped)) > 10 and expected.min() > -128 and expected.max() < 127  # none clamped

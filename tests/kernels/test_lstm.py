@@ -150,6 +150,10 @@ def test_arguments_the_c_cannot_compute_are_rejected_by_name() -> None:
     p = call.params
     _rejects("forget_to_cell_shift", lstm_unidirectional_s8, call.x, replace(p, forget_to_cell_shift=31))
     _rejects("cell_scale_power", lstm_unidirectional_s8, call.x, replace(p, cell_scale_power=3))
+    # INT32_MIN: the Helium build's saturating doubling multiply (arm_requantize_mve) differs there.
+    _rejects("output_multiplier", lstm_unidirectional_s8, call.x, replace(p, output_multiplier=-(2**31)))
+    gate = replace(p.input_gate, hidden_multiplier=-(2**31))
+    _rejects("input_gate.hidden_multiplier", lstm_unidirectional_s8, call.x, replace(p, input_gate=gate))
     _rejects("cell_state", lstm_unidirectional_s8, call.x, p, hidden_state=call.hidden_state)
     _rejects("input", lstm_unidirectional_s16, call.x, p)  # int8 data for the s16 kernel
     _rejects("params", lstm_unidirectional_s8, call.x, {"time_major": True})
