@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantcore.codegen.errors import CodegenError
+from quantcore.cores import Core, Extension
 from quantcore.ir import Graph, Node, Op
-from quantcore.targets.cores import Core, Extension
 
 Pair = tuple[int, int]
 

@@ -32,12 +32,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from quantcore.calibrate.calibration import Calibration
 from quantcore.data import DataSet
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Graph, Op
+from quantcore.ir.io_layout import to_firmware
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes.equalize import equalize
-from quantcore.passes.io_layout import to_firmware
 from quantcore.qat.fake_quant import FakeQuantNet, QatError
 from quantcore.qat.options import LOSSES, QatOptions
 from quantcore.quantize.bias_correction import corrected_bias
@@ -48,7 +49,7 @@ from quantcore.quantize.document import (
     from_document,
     to_document,
 )
-from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
+from quantcore.quantize.graph import QuantConfig, quantize_graph
 from quantcore.verify.evaluate import float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import json_db

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from quantcore.calibrate.qparams import Dtype, representable_range
 from quantcore.report.charts import extent
+from quantcore.scheme.qparams import Dtype, representable_range
 
 DEFAULT_BINS = 64
 BATCH = 64
