@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -54,6 +54,9 @@ from quantcore.verify.evaluate import float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import json_db
 
+if TYPE_CHECKING:  # an annotation only: the pipeline is imported where it runs
+    from quantcore.pipeline import LoadedModel
+
 SCORE_SAMPLES = 256
 """The calibration samples both the start and the result are scored on (pipeline.SELECTION_SAMPLES)."""
 
@@ -79,7 +82,7 @@ class QatResult:
     seconds: float = 0.0
 
 
-def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions | None = None) -> QatResult:
+def qat(model: LoadedModel, train: DataSet, calib: DataSet, options: QatOptions | None = None) -> QatResult:
     """Fine-tune `model` (a pipeline.LoadedModel) on `train`, starting from PTQ on `calib`."""
     from quantcore import pipeline
 
