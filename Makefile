@@ -5,7 +5,8 @@
 #   make bench  conformance of the reference kernels, then the ds_cnn_s benchmark
 #   make test   the static checks (make lint), the test suite (pytest), then the VS Code extension's
 #               TypeScript unit tests (npm test)
-#   make lint   ruff (lint and format) and mypy --strict over quantcore and the language server
+#   make lint   ruff (lint and format), mypy --strict over quantcore and the language server, and the import
+#               graph's contracts (lint-imports: quantcore's layers, no server import; [tool.importlinter])
 #   make fuzz   the property-based tests, round after round with new seeds, for FUZZ_SECONDS
 VECTORS ?= ../shared/cmsisnn-vectors
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -52,10 +53,12 @@ test: lint $(EXT_INSTALLED)
 	cd $(EXT) && FIXPOINT_PYTHON=$(abspath $(BIN)/python) npm test --silent
 
 # mypy's file list in pyproject.toml is the whole of quantcore and the server: nothing falls out of it.
+# lint-imports checks the layers and contracts of pyproject.toml's [tool.importlinter] (README, Layout).
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Every property-based test (hypothesis, marked `fuzz`) with FUZZ_EXAMPLES examples each, one round per
 # seed (1, 2, ...), until FUZZ_SECONDS have passed (the round under way finishes). A failure stops it;

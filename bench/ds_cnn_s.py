@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from quantcore import cmsis_nn
 from quantcore.conformance.cases import VectorCase
 from quantcore.conformance.network import Network, load_network
 from quantcore.errors import CmsisNnNotFound
 from quantcore.kernels.requantize import Rounding
+from quantcore.targets import cmsis_nn
 from quantcore.verify.host_cmsis_nn import HostRun, build_runner, run_network
 
 REPO = Path(__file__).resolve().parents[1]

@@ -53,10 +53,9 @@ sys.path[:0] = [str(REPO), str(REPO / "bench" / "fashion_mnist")]  # tests.onnx_
 
 import fmnist  # noqa: E402  (bench/fashion_mnist: its cache folder)
 
-from quantcore import cmsis_nn  # noqa: E402
 from quantcore.errors import CmsisNnNotFound, QuantcoreError  # noqa: E402
 from quantcore.ir import Graph  # noqa: E402
-from quantcore.targets import verify  # noqa: E402
+from quantcore.targets import cmsis_nn, verify  # noqa: E402
 
 DS_CNN_S = Path("arm_ds_cnn_s_s8") / "ds_cnn_s.json"
 FMNIST_MODELS = ("lenet5", "convbn", "dscnn", "mbv2")
@@ -225,7 +224,7 @@ def residual(args: argparse.Namespace, work: Path) -> Model | str:
     import onnx
 
     from quantcore.data import DataSet
-    from quantcore.passes.io_layout import to_firmware
+    from quantcore.ir.io_layout import to_firmware
     from tests.onnx_models import residual_cnn
 
     path = work / "residual.onnx"
@@ -241,7 +240,7 @@ def residual(args: argparse.Namespace, work: Path) -> Model | str:
 
 def fashion_mnist(name: str, args: argparse.Namespace) -> Model | str:
     from quantcore import data, pipeline
-    from quantcore.passes.io_layout import to_firmware
+    from quantcore.ir.io_layout import to_firmware
 
     folder = Path(args.fmnist).expanduser()
     onnx_path, calib_path, test_path = folder / f"{name}.onnx", folder / "calib_1000.npz", folder / "test.npz"

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from quantcore import cmsis_nn
 from quantcore.errors import CmsisNnNotFound
 from quantcore.kernels.lstm import (
     Activation,
@@ -34,6 +33,7 @@ from quantcore.kernels.lstm import (
 )
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import SvdfParams, svdf_s8
+from quantcore.targets import cmsis_nn
 from quantcore.verify.host_recurrent import build_recurrent_runner, run_lstm, run_svdf
 
 STEPS, FEATURES, UNITS = 49, 40, 64

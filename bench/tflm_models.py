@@ -43,10 +43,11 @@ sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 import firmware as firmware_bench  # noqa: E402  (bench/firmware.py: the insncount plugin and its run)
 
-from quantcore import cmsis_nn, pipeline  # noqa: E402
+from quantcore import pipeline  # noqa: E402
 from quantcore.errors import QuantcoreError  # noqa: E402
 from quantcore.importers._tflite_read import read_model  # noqa: E402
 from quantcore.runtime import int8_exec  # noqa: E402
+from quantcore.targets import cmsis_nn  # noqa: E402
 from quantcore.verify import tflm as tflm_compare  # noqa: E402
 from tests import tflm  # noqa: E402
 

@@ -66,7 +66,7 @@ def load(
     source: str | Path | Iterable[np.ndarray], input_shape: tuple[int, ...], layout: str | None = None
 ) -> DataSet:
     """Load and check a data set for a model whose input (batch first) is `input_shape`, laid out as
-    `layout` ("NCHW" or "NHWC", the model file's own: quantcore.passes.io_layout.model_layout) when the
+    `layout` ("NCHW" or "NHWC", the model file's own: quantcore.ir.io_layout.model_layout) when the
     caller knows it; without it a 4-D input's layout is told from its shape (_channels_first)."""
     first = layout == "NCHW" if layout in ("NCHW", "NHWC") else _channels_first(tuple(input_shape[1:]))
     if isinstance(source, (str, Path)):

@@ -16,6 +16,10 @@ class InputError(QuantcoreError):
     while working on good input; the CLI exits with status 2 for these, 1 for the others."""
 
 
+class CalibrationError(QuantcoreError):
+    """Base of the calibration errors: a bad argument, setting or serialised observer."""
+
+
 class KernelArgumentError(QuantcoreError):
     """A reference kernel was called with an argument CMSIS-NN would reject or mis-handle."""
 

@@ -19,16 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from quantcore.calibrate.calibration import Calibration
 from quantcore.calibrate.collect import CalibrationPlan, calibrate
 from quantcore.calibrate.method import RangeMethod
 from quantcore.data import DataSet
 from quantcore.errors import InputError, ModelError, UnsupportedError
 from quantcore.ir import Graph
+from quantcore.ir.io_layout import to_firmware
 from quantcore.kernels.blas import single_threaded
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
-from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize import channel_scales, lowering, mixed_precision
 from quantcore.quantize.bias_correction import Prefix, correct_biases, with_corrections
 from quantcore.quantize.document import (
@@ -39,7 +40,7 @@ from quantcore.quantize.document import (
     from_document,
     to_document,
 )
-from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
+from quantcore.quantize.graph import QuantConfig, quantize_graph
 from quantcore.quantize.mixed_precision import Budget
 from quantcore.runtime import int8_exec, tail
 from quantcore.runtime.heap import reuse_freed_memory
@@ -51,8 +52,8 @@ from quantcore.verify.report import EvaluationReport, json_db
 from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes, layer_sensitivity
 
 if TYPE_CHECKING:
+    from quantcore.cores import Core
     from quantcore.importers._source import Source
-    from quantcore.targets.cores import Core
 
 SELECTION_SAMPLES = 256
 """Calibration samples the automatic choices (equalization) are scored on: output SQNR averages over
@@ -408,7 +409,7 @@ def _choose_channel_scales(
 
 def _noise_db(calibration: Calibration, name: str) -> float:
     """How much per-channel scales would lower the tensor's own quantization noise (channel_scales)."""
-    from quantcore.calibrate.qparams import quant_params
+    from quantcore.scheme.qparams import quant_params
 
     lo, hi = calibration.ranges[name]
     scale, zero_point = quant_params(lo, hi)
@@ -417,7 +418,7 @@ def _noise_db(calibration: Calibration, name: str) -> float:
 
 
 def _core(options: QuantizeOptions) -> Core:
-    from quantcore.targets.cores import Core
+    from quantcore.cores import Core
 
     return Core.from_label(options.core)
 
@@ -776,7 +777,7 @@ def check_same_model(model: LoadedModel, document: Mapping[str, Any], params_fil
 
 def first_input_shape(model: LoadedModel) -> tuple[int, ...]:
     """The model's input shape in its own layout (as data sets are given), batch first."""
-    from quantcore.passes.io_layout import model_shape
+    from quantcore.ir.io_layout import model_shape
 
     return model_shape(model.graph, model.graph.inputs[0])
 
@@ -785,7 +786,7 @@ def load_data(source: str | Path, graph: Graph) -> DataSet:
     """A data set for `graph`'s input (a model's or a quantized graph), checked against the shape and
     the layout the model file gives that input (quantcore.data)."""
     from quantcore import data
-    from quantcore.passes.io_layout import model_layout, model_shape
+    from quantcore.ir.io_layout import model_layout, model_shape
 
     name = graph.inputs[0]
     layout = model_layout(graph, name)

@@ -44,10 +44,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from quantcore import limits
+from quantcore.cores import Core
 from quantcore.errors import InputError, QuantcoreError
 from quantcore.kernels.rounding import Rounding
 from quantcore.targets.backend_names import BackendName
-from quantcore.targets.cores import Core
 
 FILENAME = "fixpoint.toml"
 T = TypeVar("T")

@@ -150,7 +150,7 @@ def test_quantize_generate_and_verify_without_torch(
     assert sorted(Path(f["path"]).name for f in written["files"]) == ["model.c", "model.h", "model_data.c"]
     assert {f["outcome"] for f in written["files"]} == {"created"} and written["layers"] == 8
     try:
-        from quantcore import cmsis_nn
+        from quantcore.targets import cmsis_nn
 
         cmsis_nn.locate()
     except CmsisNnNotFound as exc:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from quantcore import cmsis_nn
 from quantcore.cli import main
+from quantcore.targets import cmsis_nn
 from tests import needs
 from tests.targets.models import MAXPOOL_SRC
 from tests.test_cmsis_nn_locator import commit_change, git, git_checkout

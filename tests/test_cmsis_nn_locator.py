@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from quantcore import cmsis_nn
 from quantcore.cli import main
 from quantcore.errors import CmsisNnNotFound
+from quantcore.targets import cmsis_nn
 from tests import needs
 
 needs_git = needs.tool("git")

@@ -48,7 +48,7 @@ def _ceiling(logits: np.ndarray, quant: Any) -> tuple[float, float]:
 
 def _bound(qgraph: Any, test: Any, logits: np.ndarray, batch: int = 500) -> float:
     """Output SQNR (dB) of the int8 graph's output-layer accumulator as a real number (see the docstring)."""
-    from quantcore.passes.io_layout import to_firmware
+    from quantcore.ir.io_layout import to_firmware
     from quantcore.runtime import int8_exec
     from quantcore.verify.metrics import output_sqnr_db
 

@@ -92,8 +92,8 @@ class Missing:
 
 def find_tools() -> tuple[Path | None, Missing]:
     """The CMSIS-NN checkout and the cross tools, as the fixpoint commands find them."""
-    from quantcore import cmsis_nn
     from quantcore.errors import QuantcoreError
+    from quantcore.targets import cmsis_nn
 
     missing = Missing()
     checkout = None

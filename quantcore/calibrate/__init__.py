@@ -2,12 +2,12 @@
 
 Pure numpy: the pipeline feeds each tensor's activations, by name, to an Observer; observers from several
 batches or processes merge exactly (histogram.py); a Method turns the statistics into a clipping range
-(minmax, percentile, entropy, mse) and quant_params turns the range into CMSIS-NN's (scale, zero_point).
+(minmax, percentile, entropy, mse) and quantcore.scheme.qparams turns the range into CMSIS-NN's
+(scale, zero_point).
 """
 
 from quantcore.calibrate.entropy import entropy_range
 from quantcore.calibrate.errors import (
-    CalibrationError,
     EmptyObserverError,
     NonFiniteBatchError,
     ObserverFormatError,
@@ -17,14 +17,11 @@ from quantcore.calibrate.histogram import DEFAULT_BINS, Histogram, merge_histogr
 from quantcore.calibrate.method import Method, RangeMethod, select_range
 from quantcore.calibrate.mse import mse_range
 from quantcore.calibrate.observer import Observer
-from quantcore.calibrate.qparams import DEGENERATE_SCALE, quant_params, representable_range
 from quantcore.calibrate.ranges import minmax_range, percentile_range, quantile
 from quantcore.calibrate.serialize import load_npz, save_npz
 
 __all__ = [
     "DEFAULT_BINS",
-    "DEGENERATE_SCALE",
-    "CalibrationError",
     "EmptyObserverError",
     "Histogram",
     "Method",
@@ -39,9 +36,7 @@ __all__ = [
     "minmax_range",
     "mse_range",
     "percentile_range",
-    "quant_params",
     "quantile",
-    "representable_range",
     "save_npz",
     "select_range",
 ]

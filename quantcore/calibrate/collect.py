@@ -10,12 +10,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from quantcore.calibrate.calibration import Calibration
 from quantcore.calibrate.errors import EmptyObserverError, NonFiniteBatchError
 from quantcore.calibrate.method import Method, RangeMethod, select_range
 from quantcore.calibrate.observer import Observer
 from quantcore.calibrate.ranges import containing_zero
 from quantcore.ir import Activation, Graph, Node
-from quantcore.quantize.graph import Calibration
 
 
 class FloatModel(Protocol):
@@ -85,8 +85,8 @@ def observe(graph: Graph, model: FloatModel, data: DataSource, plan: Calibration
 
 def cell_state_nodes(graph: Graph) -> dict[str, Node]:
     """The float LSTMs whose int16 cell state calibration ranges (an imported int8 LSTM brings its own
-    scale), by the key their range has in the Calibration (quantcore.quantize.recurrent.cell_state_key)."""
-    from quantcore.quantize.recurrent import cell_state_key, needs_cell_range
+    scale), by the key their range has in the Calibration (quantcore.scheme.recurrent.cell_state_key)."""
+    from quantcore.scheme.recurrent import cell_state_key, needs_cell_range
 
     return {cell_state_key(n): n for n in graph.nodes if needs_cell_range(graph, n)}
 

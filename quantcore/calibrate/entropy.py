@@ -47,11 +47,11 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from quantcore.calibrate.errors import CalibrationError
 from quantcore.calibrate.grid import Counts, coarsen
 from quantcore.calibrate.histogram import Histogram, value_bins
 from quantcore.calibrate.mse import range_errors
 from quantcore.calibrate.ranges import containing_zero
+from quantcore.errors import CalibrationError
 
 DEFAULT_LEVELS = 255
 """Steps of the int8 grid over the whole range [lo, hi] (256 codes); each side of zero gets its share."""

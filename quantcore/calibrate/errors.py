@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from quantcore.errors import QuantcoreError
-
-
-class CalibrationError(QuantcoreError):
-    """Base of the calibration errors: a bad argument, setting or serialised observer."""
+from quantcore.errors import CalibrationError
 
 
 class NonFiniteBatchError(CalibrationError):

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from quantcore.calibrate.entropy import DEFAULT_LEVELS, entropy_range
-from quantcore.calibrate.errors import CalibrationError
 from quantcore.calibrate.histogram import Histogram
 from quantcore.calibrate.mse import mse_range
 from quantcore.calibrate.observer import Observer
 from quantcore.calibrate.ranges import DEFAULT_PERCENTILE, minmax_range, percentile_range
+from quantcore.errors import CalibrationError
 
 
 class Method(enum.Enum):

@@ -22,8 +22,8 @@ import numpy.typing as npt
 
 from quantcore.calibrate.grid import Counts
 from quantcore.calibrate.histogram import Histogram, value_bins
-from quantcore.calibrate.qparams import INT8_MAX, INT8_MIN, quant_params
 from quantcore.calibrate.ranges import containing_zero
+from quantcore.scheme.qparams import INT8_MAX, INT8_MIN, quant_params
 
 Floats = npt.NDArray[np.float64]
 _COARSE = 64

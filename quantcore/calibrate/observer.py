@@ -20,13 +20,13 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.calibrate.errors import (
-    CalibrationError,
     EmptyObserverError,
     NonFiniteBatchError,
     ObserverFormatError,
     ObserverMismatchError,
 )
 from quantcore.calibrate.histogram import DEFAULT_BINS, Histogram, histogram_of, merge_histograms
+from quantcore.errors import CalibrationError
 
 FORMAT = "fixpoint.calibrate.observer"
 FORMAT_VERSION = 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantcore.calibrate.errors import CalibrationError
 from quantcore.calibrate.histogram import Histogram, value_bins
+from quantcore.errors import CalibrationError
 
 DEFAULT_PERCENTILE = 99.999  # ONNX Runtime's default; 99.99 clipped small nets' ReLUs (lenet5: -1.7 dB)
 

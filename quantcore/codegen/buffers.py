@@ -2,7 +2,7 @@
 
 The generated C hands every layer call a `cmsis_nn_context` whose buffer is a slice of the static arena,
 so the sizes are needed at generation time, for the core the firmware is built for. CMSIS-NN picks its
-code path from the core's extension (targets.cores.Extension) and the scratch each path needs differs;
+code path from the core's extension (quantcore.cores.Extension) and the scratch each path needs differs;
 CMSIS-NN v7 compiles the pure-C, `_dsp` and `_mve` variants of every `*_get_buffer_size` function on
 every architecture, which is how tests/codegen/test_buffers.py checks each formula here against the C.
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from quantcore.codegen.errors import CodegenError
+from quantcore.cores import Core, Extension
 from quantcore.ir import Graph, Node, Op
-from quantcore.targets.cores import Core, Extension
 
 Pair = tuple[int, int]
 

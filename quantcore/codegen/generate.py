@@ -22,9 +22,9 @@ from quantcore.codegen.files import (
 )
 from quantcore.codegen.lower import lower
 from quantcore.codegen.plan import Plan
+from quantcore.cores import Core
 from quantcore.ir import Graph
 from quantcore.quantize.document import CMSIS_NN_API
-from quantcore.targets.cores import Core
 from quantcore.templating import CText, render
 
 

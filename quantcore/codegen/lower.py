@@ -18,8 +18,8 @@ from quantcore.codegen import plan as P
 from quantcore.codegen.arena import ArenaPlan, align_up, plan_arena, tensor_bytes
 from quantcore.codegen.errors import CodegenError
 from quantcore.codegen.names import IDENTIFIER_MAX, NAME_PART, Symbols, c_identifier
+from quantcore.cores import Core
 from quantcore.ir import DType, Graph, Node, Op
-from quantcore.targets.cores import Core
 
 CTYPES = {DType.INT8: "int8_t", DType.INT16: "int16_t", DType.INT32: "int32_t", DType.INT64: "int64_t"}
 _ITEMSIZE = {"int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8}
@@ -138,7 +138,7 @@ def _tensor_buffers(graph: Graph, arena: ArenaPlan) -> dict[str, P.TensorBuffer]
 
 
 def _io(ctx: _Lowering, name: str) -> P.IoInfo:
-    from quantcore.passes import io_layout
+    from quantcore.ir import io_layout
 
     tensor = ctx.graph.tensor(name)
     assert tensor.quant is not None  # _check_settings

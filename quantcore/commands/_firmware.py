@@ -18,13 +18,13 @@ from quantcore.commands import _args
 from quantcore.errors import InputError
 
 if TYPE_CHECKING:  # imported where used: building the CLI parser imports nothing heavy (test_cli_startup)
-    from quantcore.cmsis_nn import CmsisNn
     from quantcore.ir import Graph
     from quantcore.kernels.rounding import Rounding
     from quantcore.pipeline import LoadedModel
     from quantcore.project import Project
     from quantcore.quantize.params_problems import Doc
     from quantcore.targets.build import Channel, Firmware
+    from quantcore.targets.cmsis_nn import CmsisNn
     from quantcore.targets.memory import MemoryReport
     from quantcore.targets.target import Target
     from quantcore.targets.verify import Cases
@@ -109,7 +109,7 @@ def folder_option(option: str, path: Path) -> Path:
 
 
 def checkout(ctx: Context) -> CmsisNn:
-    from quantcore import cmsis_nn
+    from quantcore.targets import cmsis_nn
 
     nn = cmsis_nn.locate(ctx.args.cmsis_nn or ctx.project.cmsis_nn)
     warning = cmsis_nn.version_warning(nn)
@@ -257,7 +257,7 @@ def float_metrics(model: Model | None, test_cases: Cases) -> list[LayerMetrics]:
         return []
     from quantcore import pipeline
     from quantcore.data import DataSet
-    from quantcore.passes.io_layout import to_model
+    from quantcore.ir.io_layout import to_model
     from quantcore.targets import verify
 
     name = model.qgraph.inputs[0]
@@ -267,9 +267,9 @@ def float_metrics(model: Model | None, test_cases: Cases) -> list[LayerMetrics]:
 
 
 def guarded(command: str, args: argparse.Namespace, body: Callable[[], int]) -> int:
-    """Run `body`; an error is its one-line message (quantcore.cli.describe: exit 2 for bad input, 1 for
-    a failure), printed as JSON too with --json."""
-    from quantcore.cli import describe
+    """Run `body`; an error is its one-line message (quantcore.commands.failure.describe: exit 2 for bad
+    input, 1 for a failure), printed as JSON too with --json."""
+    from quantcore.commands.failure import describe
 
     try:
         return body()
@@ -281,7 +281,7 @@ def guarded(command: str, args: argparse.Namespace, body: Callable[[], int]) -> 
 
 
 def _error(command: str, args: argparse.Namespace, exc: Exception, message: str, code: int) -> int:
-    from quantcore.cli import one_line_message
+    from quantcore.commands.failure import one_line_message
 
     message = one_line_message(message)
     if args.json:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from quantcore.commands._args import Subcommands
 
 if TYPE_CHECKING:
-    from quantcore import cmsis_nn
+    from quantcore.targets import cmsis_nn
 
 
 def register(sub: Subcommands) -> None:
@@ -33,7 +33,7 @@ def register(sub: Subcommands) -> None:
 
 
 def describe(nn: cmsis_nn.CmsisNn) -> list[str]:
-    from quantcore import cmsis_nn  # here, not at the top: building the CLI's parser must stay light
+    from quantcore.targets import cmsis_nn  # here, not at the top: building the CLI's parser must stay light
 
     origins = {
         "setting": "the path setting (--path)",
@@ -56,14 +56,14 @@ def describe(nn: cmsis_nn.CmsisNn) -> list[str]:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from quantcore import cmsis_nn
+    from quantcore.targets import cmsis_nn
 
     print("\n".join(describe(cmsis_nn.locate(args.path))))
     return 0
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from quantcore import cmsis_nn
+    from quantcore.targets import cmsis_nn
 
     at = f" at {cmsis_nn.check_ref(args.ref)}" if args.ref else ""  # checked before it is shown
     print(f"cloning {args.source}{at} into {cmsis_nn.cache_checkout()} ...", flush=True)

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     from quantcore.codegen.generate import Sources, generate
-    from quantcore.targets.cores import Core, UnknownCoreError
+    from quantcore.cores import Core, UnknownCoreError
 
     ctx = fw.resolve(args)
     out = fw.folder_option("-o", args.output) if args.output else ctx.project.generated

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from quantcore.commands import _args
 from quantcore.commands._args import Subcommands
+from quantcore.cores import Core
 from quantcore.errors import InputError
 from quantcore.kernels.rounding import Rounding
-from quantcore.targets.cores import Core
 
 if TYPE_CHECKING:  # imported where used: building the CLI parser imports nothing heavy
     from quantcore.calibrate.method import RangeMethod

@@ -24,7 +24,7 @@ from quantcore.errors import ModelError, UnsupportedError
 from quantcore.importers import _geometry
 from quantcore.importers._tflite_read import TflModel, TflOperator, TflTensor
 from quantcore.ir import Activation, DType, Graph, Layout, Node, Op, QuantParams, Tensor
-from quantcore.passes.io_layout import MODEL_LAYOUTS
+from quantcore.ir.io_layout import MODEL_LAYOUTS
 from quantcore.quantize.params import activation_range
 
 _ACTIVATIONS: Mapping[int, tuple[Activation, tuple[float, float] | None]] = {

@@ -10,7 +10,7 @@ read through quantcore.untrusted within quantcore.limits.MODEL_MAX_BYTES and dec
 (_isolated.py) by _tflite_read.py, which checks what the flatbuffer bindings would trust.
 
 An int8 model's constants are stored as float64 values q * scale whose re-quantization with the same
-scales (quantcore/quantize/scheme.py) gives back TensorFlow's integers exactly; its activations carry
+scales (quantcore/scheme/arith.py) gives back TensorFlow's integers exactly; its activations carry
 TensorFlow's scale and zero point (method "imported" in the params JSON), so it needs no calibration.
 The translation of each operator is in _tflite_ops.py.
 """

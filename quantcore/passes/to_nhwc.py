@@ -10,7 +10,7 @@ Models converted from TensorFlow (tf2onnx) take NHWC inputs and transpose them t
 -> output). Where that is certain - an input read only by such transposes, an output written only by
 one - the transposes go: the firmware's NHWC input is then the model's own input, byte for byte, not the
 model's input taken as NCHW and permuted again. The layout each input and output has in the model file
-is recorded in graph.meta (quantcore/passes/io_layout.py).
+is recorded in graph.meta (quantcore/ir/io_layout.py).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from itertools import count
 import numpy as np
 
 from quantcore.ir import Graph, Layout, Node, Op, QuantParams, Tensor
-from quantcore.passes.io_layout import MODEL_LAYOUTS
-from quantcore.passes.io_layout import NCHW_TO_NHWC as TO_NHWC
-from quantcore.passes.io_layout import NHWC_TO_NCHW as TO_NCHW
+from quantcore.ir.io_layout import MODEL_LAYOUTS
+from quantcore.ir.io_layout import NCHW_TO_NHWC as TO_NHWC
+from quantcore.ir.io_layout import NHWC_TO_NCHW as TO_NCHW
 
 
 def to_nhwc(graph: Graph) -> Graph:

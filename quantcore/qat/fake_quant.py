@@ -9,7 +9,7 @@ in floats - fake quantization - at exactly the places quantcore.quantize.graph q
   channel (or per tensor); biases are rounded at s_in * s_w;
 - a fused ReLU/ReLU6/clip becomes, as in the int8 kernels, a clamp on the output's grid.
 
-Weight and bias codes are computed in float64 with the same operations as quantcore.quantize.scheme, and
+Weight and bias codes are computed in float64 with the same operations as quantcore.scheme.arith, and
 scales with the same operations as quant_params, so the integers this module trains with are the
 integers quantize_graph computes from the learned ranges and the trained weights (the tests check they
 are equal). Rounding is half away from zero (TFLite's); gradients pass it straight through (STE), and
@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from quantcore.calibrate.qparams import DEGENERATE_SCALE, INT8_MAX, INT8_MIN, MIN_SCALE, quant_params
 from quantcore.ir import Graph, Node, Op
-from quantcore.qat.ops import OPS
 from quantcore.quantize.graph import SOFTMAX_OUTPUT, activation_groups
-from quantcore.quantize.scheme import WEIGHT_QMAX
+from quantcore.runtime.torch_ops import OPS
+from quantcore.scheme.arith import WEIGHT_QMAX
+from quantcore.scheme.qparams import DEGENERATE_SCALE, INT8_MAX, INT8_MIN, MIN_SCALE, quant_params
 
 _ON_GRID = (Op.MAX_POOL, Op.RESHAPE, Op.PAD, Op.TRANSPOSE, Op.CONCAT, Op.IDENTITY)
 """Ops whose output values are already codes of the input's grid (the group's): no rounding needed."""

@@ -27,17 +27,18 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from quantcore.calibrate.calibration import Calibration
 from quantcore.data import DataSet
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Graph, Op
+from quantcore.ir.io_layout import to_firmware
 from quantcore.kernels.requantize import Rounding
 from quantcore.passes.equalize import equalize
-from quantcore.passes.io_layout import to_firmware
 from quantcore.qat.fake_quant import FakeQuantNet, QatError
 from quantcore.qat.options import LOSSES, QatOptions
 from quantcore.quantize.bias_correction import corrected_bias
@@ -48,10 +49,13 @@ from quantcore.quantize.document import (
     from_document,
     to_document,
 )
-from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
+from quantcore.quantize.graph import QuantConfig, quantize_graph
 from quantcore.verify.evaluate import float_outputs, int8_outputs
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import json_db
+
+if TYPE_CHECKING:  # an annotation only: the pipeline is imported where it runs
+    from quantcore.pipeline import LoadedModel
 
 SCORE_SAMPLES = 256
 """The calibration samples both the start and the result are scored on (pipeline.SELECTION_SAMPLES)."""
@@ -78,7 +82,7 @@ class QatResult:
     seconds: float = 0.0
 
 
-def qat(model: Any, train: DataSet, calib: DataSet, options: QatOptions | None = None) -> QatResult:
+def qat(model: LoadedModel, train: DataSet, calib: DataSet, options: QatOptions | None = None) -> QatResult:
     """Fine-tune `model` (a pipeline.LoadedModel) on `train`, starting from PTQ on `calib`."""
     from quantcore import pipeline
 

@@ -38,12 +38,12 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.ir import Activation, Graph, Node, Op
+from quantcore.ir.io_layout import to_firmware
 from quantcore.kernels.blas import single_threaded
 from quantcore.kernels.requantize import Rounding
-from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize.params import WEIGHTED_KERNELS
-from quantcore.quantize.scheme import dequantize, quantize_bias
 from quantcore.runtime import float_exec, int8_exec, tail
+from quantcore.scheme.arith import dequantize, quantize_bias
 
 Floats = npt.NDArray[np.float64]
 

@@ -22,8 +22,7 @@ import numpy as np
 
 from quantcore import __version__, display, limits, untrusted
 from quantcore.errors import InputError
-from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
-from quantcore.passes import io_layout
+from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor, io_layout
 from quantcore.passes.equalize import equalize
 from quantcore.quantize import lowering, recurrent
 from quantcore.quantize.bias_correction import corrected_bias
@@ -31,7 +30,7 @@ from quantcore.quantize.params import WEIGHTED_KERNELS
 from quantcore.quantize.params_json import FORMAT, VERSION
 from quantcore.quantize.precision import S16_CAPABLE, assign_precision
 from quantcore.quantize.recurrent import RECURRENT_KERNELS
-from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_floor
+from quantcore.scheme.arith import quantize_bias, quantize_weights, weight_floor
 
 CMSIS_NN_API = "7.0.0"
 _S16_OPS = {op.json_name for op in S16_CAPABLE}

@@ -10,18 +10,19 @@ one range; a softmax output is fixed at scale 1/256, zero point -128.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from quantcore.calibrate.qparams import quant_params
+from quantcore.calibrate.calibration import Calibration
 from quantcore.ir import Activation, DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.kernels.requantize import Rounding
 from quantcore.quantize import params as P
 from quantcore.quantize.lowering import lower_narrowing_pools
 from quantcore.quantize.precision import INT16_OUTPUT_MARGIN, assign_precision
-from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_floor, weight_scales
+from quantcore.scheme.arith import quantize_bias, quantize_weights, weight_floor, weight_scales
+from quantcore.scheme.qparams import quant_params
 
 _SHARES_INPUT_QPARAMS = (Op.MAX_POOL, Op.AVG_POOL, Op.RESHAPE, Op.PAD, Op.TRANSPOSE, Op.CONCAT)
 SOFTMAX_OUTPUT = (1.0 / 256.0, -128)
@@ -41,17 +42,6 @@ class QuantConfig:
     channel_scales: frozenset[str] = frozenset()
     """Activation tensors quantized with one scale per channel (quantcore/quantize/channel_scales.py);
     their per-channel ranges are in Calibration.channels."""
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """What calibration decided for each activation tensor."""
-
-    ranges: Mapping[str, tuple[float, float]]
-    observed: Mapping[str, tuple[float, float]] = field(default_factory=dict)
-    methods: Mapping[str, str] = field(default_factory=dict)
-    channels: Mapping[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    """Per-channel (min, max) of the tensors that may take per-channel scales."""
 
 
 def quantize_graph(graph: Graph, calibration: Calibration, config: QuantConfig = QuantConfig()) -> Graph:

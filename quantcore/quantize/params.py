@@ -14,7 +14,7 @@ import numpy as np
 
 from quantcore.errors import QuantcoreError
 from quantcore.ir import Activation, DType
-from quantcore.quantize.scaling import quantize_multiplier, quantize_multipliers
+from quantcore.scheme.scaling import quantize_multiplier, quantize_multipliers
 
 ADD_LEFT_SHIFT = {DType.INT8: 20, DType.INT16: 15}
 SOFTMAX_INT_BITS = 5  # kScaledDiffIntegerBits in TFLite's int8 softmax

@@ -23,21 +23,21 @@ The state is not a tensor of the graph: the node's attrs describe it, the execut
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from quantcore.ir import DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.quantize.params import QuantizationError
-from quantcore.quantize.scaling import quantize_multiplier
-from quantcore.quantize.scheme import quantize_bias, quantize_weights, weight_scales
+from quantcore.scheme.arith import quantize_bias, quantize_weights, weight_scales
+from quantcore.scheme.recurrent import GATES, cell_state_key, is_float_lstm, needs_cell_range
+from quantcore.scheme.scaling import quantize_multiplier
 
 GATE_INPUT_SCALE = 2.0**-12
 """Q3.12: the scale each gate's products requantize to (TFLM's nonlinear_input_scale)."""
 GATE_OUTPUT_SCALE = 2.0**-15
 """Q0.15: the scale of a gate's sigmoid/tanh output (TFLM's nonlinear_output_scale)."""
-GATES = ("input", "forget", "cell", "output")
 RECURRENT_KERNELS = frozenset(
     {"arm_svdf_s8", "arm_svdf_state_s16_s8", "arm_lstm_unidirectional_s8", "arm_lstm_unidirectional_s16"}
 )
@@ -177,21 +177,6 @@ def _integer_constants(graph: Graph, node: Node) -> Constants:
 # -- a float LSTM (ONNX): TFLite's quantization of it ----------------------------------------------------
 
 
-def cell_state_key(node: Node) -> str:
-    """The name a float LSTM's cell-state range has in the Calibration (not a tensor of the graph)."""
-    return f"{node.name}:cell_state"
-
-
-def is_float_lstm(graph: Graph, node: Node) -> bool:
-    """An LSTM with float weights (imported from ONNX), quantized here rather than by TensorFlow."""
-    return node.op is Op.LSTM and graph.tensor(node.inputs[1]).quant is None
-
-
-def needs_cell_range(graph: Graph, node: Node) -> bool:
-    """Calibration must range this node's cell state (it has no imported scale)."""
-    return is_float_lstm(graph, node)
-
-
 def cell_scale(lo: float, hi: float) -> float:
     """TFLite's int16 cell state: symmetric, scale 2^pot / 32768 with pot the smallest integer in [0, 10]
     whose 2^pot covers max(|lo|, |hi|) (its quantizer's GetPowerOfTwoScale: ten steps from 0, so a wider
@@ -292,23 +277,10 @@ def _checked_log2(node: Node, scale: float) -> int:
     return rounded
 
 
-def lstm_constants(
-    node: Node, graph: Graph
-) -> tuple[Sequence[np.ndarray], Sequence[np.ndarray], Sequence[np.ndarray]]:
-    """The quantized node's (input weights, recurrent weights, biases), each in GATES order."""
-    arrays = [graph.constant(name) for name in node.inputs[1:13]]
-    return arrays[0:4], arrays[4:8], arrays[8:12]
-
-
 __all__ = [
-    "GATES",
     "RECURRENT_KERNELS",
     "cell_scale",
-    "cell_state_key",
     "integers",
-    "is_float_lstm",
-    "lstm_constants",
-    "needs_cell_range",
     "quantize",
     "with_cell_states",
 ]

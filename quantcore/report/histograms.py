@@ -21,12 +21,15 @@ when the document has none.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from quantcore.calibrate.qparams import Dtype, representable_range
 from quantcore.report.charts import extent
+from quantcore.scheme.qparams import Dtype, representable_range
+
+if TYPE_CHECKING:  # an annotation only: the pipeline is imported where it runs
+    from quantcore.pipeline import LoadedModel
 
 DEFAULT_BINS = 64
 BATCH = 64
@@ -87,7 +90,7 @@ def _converted_copies(document: Mapping[str, Any]) -> dict[str, str]:
 
 
 def compute(
-    loaded: Any, document: Mapping[str, Any], data: Any, bins: int = DEFAULT_BINS, batch: int = BATCH
+    loaded: LoadedModel, document: Mapping[str, Any], data: Any, bins: int = DEFAULT_BINS, batch: int = BATCH
 ) -> list[dict[str, Any]]:
     """The entries with their histograms over `data` (a quantcore.data.DataSet) through `loaded`'s
     float model (a quantcore.pipeline.LoadedModel the document was made from)."""

@@ -1,2 +1,3 @@
-"""Executors of IR graphs: float (numpy, for passes, calibration and bias correction) and int8 (the
-bit-exact CMSIS-NN reference kernels)."""
+"""Executors of IR graphs: float (numpy, for passes, calibration and bias correction), int8 (the
+bit-exact CMSIS-NN reference kernels), and the IR's operators in torch (torch_ops: for quantization-aware
+training and the gradient sensitivity)."""

@@ -27,8 +27,8 @@ from quantcore.kernels.pooling import avgpool_s8, avgpool_s16, max_pool_s8, max_
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.s16 import convolve_s16, depthwise_conv_s16, fully_connected_s16
 from quantcore.kernels.softmax import softmax_s8, softmax_s8_s16
-from quantcore.quantize.scheme import dequantize, quantize_activation
 from quantcore.runtime import recurrent_exec
+from quantcore.scheme.arith import dequantize, quantize_activation
 
 Array = np.ndarray
 Env = dict[str, Array]

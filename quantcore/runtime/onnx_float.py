@@ -32,8 +32,7 @@ import numpy as np
 
 from quantcore.display import said
 from quantcore.errors import ModelError
-from quantcore.ir import Graph, Op
-from quantcore.passes import io_layout
+from quantcore.ir import Graph, Op, io_layout
 from quantcore.runtime import float_exec
 
 Array = np.ndarray

@@ -30,7 +30,7 @@ from quantcore.kernels.lstm import (
 )
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import SvdfParams, svdf_s8, svdf_state_s16_s8
-from quantcore.quantize.recurrent import GATES, lstm_constants
+from quantcore.scheme.recurrent import GATES, lstm_constants
 
 Array = np.ndarray
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from quantcore.cmsis_nn import TARGET_VERSION
 from quantcore.support.kernels import GRAPH, KERNELS
 from quantcore.support.onnx_ops import ONNX_OPS
 from quantcore.support.unsupported import NO_COUNTERPART
+from quantcore.targets.cmsis_nn import TARGET_VERSION
 
 HEADER = f"""# Supported operators
 

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from quantcore import cmsis_nn, limits, untrusted
+from quantcore import limits, untrusted
 from quantcore.kernels.requantize import Rounding
-from quantcore.targets import process
+from quantcore.targets import cmsis_nn, process
 from quantcore.targets.errors import BudgetError, FirmwareBuildError, SettingError, TestInputsOverflow
 from quantcore.targets.render import render, write_text
 from quantcore.targets.target import Kind, Target

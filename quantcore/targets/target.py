@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from quantcore.targets.cores import Core
+from quantcore.cores import Core
 from quantcore.targets.errors import UnknownTargetError
 
 KIB = 1024

@@ -13,8 +13,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from quantcore.cores import Core
 from quantcore.targets import process
-from quantcore.targets.cores import Core
 from quantcore.targets.errors import ToolchainNotFound
 
 ARM_PACKAGES = "gcc-arm-none-eabi libnewlib-arm-none-eabi"

@@ -20,8 +20,8 @@ import numpy as np
 
 from quantcore import display
 from quantcore.ir import DType, Graph
-from quantcore.quantize.scheme import quantize_activation
 from quantcore.runtime import int8_exec
+from quantcore.scheme.arith import quantize_activation
 from quantcore.targets.build import Firmware, InputContract
 from quantcore.targets.compare import Comparison, ReferenceLayer, compare
 from quantcore.targets.errors import TargetError

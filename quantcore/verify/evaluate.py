@@ -9,8 +9,8 @@ import numpy as np
 
 from quantcore.data import DataSet
 from quantcore.ir import Graph, Node
+from quantcore.ir.io_layout import to_firmware
 from quantcore.kernels.blas import single_threaded
-from quantcore.passes.io_layout import to_firmware
 from quantcore.quantize import lowering
 from quantcore.runtime import int8_exec
 from quantcore.runtime.heap import reuse_freed_memory

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from quantcore.cmsis_nn import CmsisNn, CmsisNnBuildError, build_host_library, run_checked
 from quantcore.conformance.layer_params import ConvParams, FullyConnectedParams, PoolParams, SoftmaxParams
 from quantcore.conformance.network import Layer, LayerKind, Network
 from quantcore.errors import QuantcoreError
 from quantcore.kernels.requantize import Rounding
 from quantcore.targets import process
+from quantcore.targets.cmsis_nn import CmsisNn, CmsisNnBuildError, build_host_library, run_checked
 
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "cmsisnn_runner.c"
 """The C harness; it lives in the repository's bench/ (it is not packaged into the wheel yet)."""

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from quantcore.cmsis_nn import CmsisNn
 from quantcore.kernels.lstm import Activation, LstmParams, LstmResult
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import SvdfParams
 from quantcore.targets import process
+from quantcore.targets.cmsis_nn import CmsisNn
 from quantcore.verify.host_cmsis_nn import HostRunError, build_c_program
 
 RUNNER_SOURCE = Path(__file__).resolve().parents[2] / "bench" / "cmsisnn_recurrent_runner.c"

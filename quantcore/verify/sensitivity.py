@@ -34,8 +34,8 @@ import numpy as np
 
 from quantcore.data import DataSet
 from quantcore.ir import Graph, Node, Op
+from quantcore.ir.io_layout import to_firmware
 from quantcore.kernels.requantize import Rounding
-from quantcore.passes.io_layout import to_firmware
 from quantcore.runtime import float_exec, int8_exec
 from quantcore.verify.evaluate import is_classifier
 from quantcore.verify.metrics import NOT_CLASS_SCORES, ClassificationAccumulator, output_sqnr_db
@@ -256,7 +256,7 @@ def gradient_magnitudes(float_graph: Graph, data: DataSet, batch_size: int = 64)
         return {}
     import torch
 
-    from quantcore.qat.ops import OPS
+    from quantcore.runtime.torch_ops import OPS
 
     constants = {
         name: torch.tensor(np.asarray(t.data, np.float32))

@@ -28,8 +28,8 @@ from quantcore import limits, untrusted
 from quantcore.errors import ModelError
 from quantcore.importers._isolated import isolated
 from quantcore.ir import Graph
-from quantcore.quantize.scheme import quantize_activation
 from quantcore.runtime import int8_exec
+from quantcore.scheme.arith import quantize_activation
 
 if TYPE_CHECKING:
     # The tflite reader (and the tflite package, 0.4 s to import) is needed only for a .tflite model:

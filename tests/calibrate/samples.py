@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from quantcore.calibrate import Observer, quant_params
+from quantcore.calibrate import Observer
+from quantcore.scheme.qparams import quant_params
 
 Array = npt.NDArray[np.float64]
 

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from quantcore.calibrate import CalibrationError, entropy_range
+from quantcore.calibrate import entropy_range
 from quantcore.calibrate.entropy import (
     kl_divergences,
     kl_range,
@@ -16,6 +16,7 @@ from quantcore.calibrate.entropy import (
     side_histograms,
     without_point_masses,
 )
+from quantcore.errors import CalibrationError
 from tests.calibrate.samples import gaussian, gaussian_with_outliers, observed, quantization_mse, uniform
 
 

@@ -5,15 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantcore.calibrate import (
-    CalibrationError,
-    EmptyObserverError,
-    Method,
-    Observer,
-    RangeMethod,
-    quant_params,
-    select_range,
-)
+from quantcore.calibrate import EmptyObserverError, Method, Observer, RangeMethod, select_range
+from quantcore.errors import CalibrationError
+from quantcore.scheme.qparams import quant_params
 from tests.calibrate.samples import (
     gaussian,
     gaussian_with_outliers,

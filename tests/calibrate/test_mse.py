@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantcore.calibrate import Histogram, mse_range, quant_params
+from quantcore.calibrate import Histogram, mse_range
 from quantcore.calibrate.histogram import value_bins
 from quantcore.calibrate.mse import mean_squared_error
+from quantcore.scheme.qparams import quant_params
 from tests.calibrate.samples import (
     gaussian,
     gaussian_with_outliers,

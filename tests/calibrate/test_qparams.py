@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantcore.calibrate import DEGENERATE_SCALE, CalibrationError, quant_params, representable_range
+from quantcore.errors import CalibrationError
+from quantcore.scheme.qparams import DEGENERATE_SCALE, quant_params, representable_range
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantcore.calibrate import CalibrationError, Histogram, minmax_range, percentile_range, quantile
+from quantcore.calibrate import Histogram, minmax_range, percentile_range, quantile
 from quantcore.calibrate.histogram import value_bins
+from quantcore.errors import CalibrationError
 from tests.calibrate.samples import gaussian, observed
 
 # Width-1 bins [0,1) [1,2) [2,3) [3,3.5] (the last clamped to max); canonical at bins=2 (<= 4 bins).

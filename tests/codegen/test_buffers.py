@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from quantcore import cmsis_nn
 from quantcore.codegen import buffers
 from quantcore.codegen.buffers import BufferSizeError, scratch_bytes
+from quantcore.cores import Core, Extension
 from quantcore.errors import CmsisNnNotFound
 from quantcore.ir import DType, Graph, Node, Op, Tensor
 from quantcore.kernels.requantize import Rounding
-from quantcore.targets.cores import Core, Extension
+from quantcore.targets import cmsis_nn
 from tests import needs
 
 SOURCE = Path(__file__).resolve().parent / "c" / "buffer_sizes.c"

@@ -107,7 +107,7 @@ def test_a_successful_run_replaces_all_three_with_one_generation(
 def test_files_from_two_runs_do_not_compile_together(
     two_sets: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
-    from quantcore import cmsis_nn
+    from quantcore.targets import cmsis_nn
 
     try:
         include = cmsis_nn.locate(None).path / "Include"

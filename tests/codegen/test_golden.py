@@ -17,9 +17,9 @@ import pytest
 
 from quantcore import pipeline
 from quantcore.codegen.generate import Sources, generate
+from quantcore.cores import Core
 from quantcore.quantize import params_json
 from quantcore.quantize.document import from_document
-from quantcore.targets.cores import Core
 from tests.onnx_models import residual_cnn
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "residual"

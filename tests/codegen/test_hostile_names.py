@@ -167,7 +167,7 @@ def test_hostile_names_are_shown_but_never_reach_code(hostile_sources: Path) -> 
 
 @needs.tool("gcc")
 def test_hostile_names_compile_in_strict_iso_c_with_trigraphs(hostile_sources: Path) -> None:
-    from quantcore import cmsis_nn
+    from quantcore.targets import cmsis_nn
 
     try:
         include = cmsis_nn.locate(None).path / "Include"

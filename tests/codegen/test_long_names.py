@@ -106,7 +106,7 @@ def test_the_symbols_are_deterministic(qgraph: Graph, tmp_path: Path) -> None:
 
 @needs.tool("gcc")
 def test_the_sources_compile_with_63_significant_characters(qgraph: Graph, tmp_path: Path) -> None:
-    from quantcore import cmsis_nn
+    from quantcore.targets import cmsis_nn
 
     try:
         include = cmsis_nn.locate().include_dir

@@ -14,6 +14,7 @@ from quantcore.codegen.buffers import scratch_bytes
 from quantcore.conformance.cases import VectorCase
 from quantcore.conformance.network import Network, load_network
 from quantcore.conformance.network_graph import CALIBRATION, network_graph
+from quantcore.cores import Core
 from quantcore.errors import VectorCaseError
 from quantcore.ir import DType, Graph, Op
 from quantcore.kernels.requantize import Rounding
@@ -21,7 +22,6 @@ from quantcore.quantize import params as P
 from quantcore.quantize import params_json
 from quantcore.quantize.document import to_document
 from quantcore.runtime import int8_exec
-from quantcore.targets.cores import Core
 from tests import needs
 
 SEED = 20240612

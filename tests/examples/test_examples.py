@@ -44,8 +44,8 @@ BROKEN_FINDINGS = {
 
 def target_tools_missing() -> str | None:
     """Why the target steps cannot run here, or None."""
-    from quantcore import cmsis_nn
     from quantcore.errors import QuantcoreError
+    from quantcore.targets import cmsis_nn
 
     try:
         cmsis_nn.locate(None)
@@ -189,7 +189,7 @@ def test_the_firmware_builds_with_cmake_too(pipeline: tuple[Path, Any], tmp_path
     reason = target_tools_missing() or (None if shutil.which("cmake") else "cmake is not installed")
     if reason:
         needs.absent(reason)
-    from quantcore import cmsis_nn
+    from quantcore.targets import cmsis_nn
 
     example, _ = pipeline
     build = tmp_path / "cmake"

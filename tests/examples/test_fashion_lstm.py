@@ -21,8 +21,8 @@ EXPECTED = json.loads((EXAMPLE / "expected.json").read_text())
 
 @pytest.fixture(scope="module")
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from quantcore import cmsis_nn
     from quantcore.errors import QuantcoreError
+    from quantcore.targets import cmsis_nn
 
     try:
         cmsis_nn.locate(None)

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from quantcore.cmsis_nn import CmsisNn, CmsisNnBuildError, build_host_library, run_checked
 from quantcore.errors import QuantcoreError
 from quantcore.kernels import conv, elementwise, fully_connected, pooling, s16, softmax
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.window import Window
+from quantcore.targets.cmsis_nn import CmsisNn, CmsisNnBuildError, build_host_library, run_checked
 
 SOURCE = Path(__file__).resolve().parent / "c" / "kernel_calls.c"
 _FLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra")

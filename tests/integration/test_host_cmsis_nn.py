@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantcore import cmsis_nn
 from quantcore.conformance.cases import VectorCase
 from quantcore.conformance.network import Network, load_network
 from quantcore.errors import CmsisNnNotFound
 from quantcore.kernels.requantize import Rounding
+from quantcore.targets import cmsis_nn
 from quantcore.verify.host_cmsis_nn import build_runner, run_network
 from tests import needs
 

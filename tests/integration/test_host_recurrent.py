@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from quantcore import cmsis_nn
 from quantcore.conformance.adapters.recurrent import case_lstm_params
 from quantcore.conformance.cases import VectorCase
 from quantcore.errors import CmsisNnNotFound, KernelArgumentError
 from quantcore.kernels.lstm import LstmResult, lstm_unidirectional_s8, lstm_unidirectional_s16
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.svdf import svdf_s8, svdf_state_s16_s8
+from quantcore.targets import cmsis_nn
 from quantcore.verify.host_cmsis_nn import HostRunError
 from quantcore.verify.host_recurrent import build_recurrent_runner, run_lstm, run_svdf, serialise_lstm
 from tests import needs

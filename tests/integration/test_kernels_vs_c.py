@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from quantcore import cmsis_nn
 from quantcore.errors import CmsisNnNotFound, KernelArgumentError
 from quantcore.kernels.requantize import Rounding
-from quantcore.quantize.scaling import quantize_multiplier, quantize_multipliers
+from quantcore.scheme.scaling import quantize_multiplier, quantize_multipliers
+from quantcore.targets import cmsis_nn
 from tests import needs
 from tests.integration.kernel_harness import KERNELS, build_kernel_calls, describe, mismatch, run_calls
 

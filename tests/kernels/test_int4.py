@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from quantcore import cmsis_nn
 from quantcore.errors import CmsisNnNotFound, KernelArgumentError
 from quantcore.kernels.conv import convolve_s8, depthwise_conv_s8
 from quantcore.kernels.int4 import (
@@ -26,6 +25,7 @@ from quantcore.kernels.int4 import (
     fully_connected_s4,
     unpack_s4,
 )
+from quantcore.targets import cmsis_nn
 from tests import needs
 
 HALF = 1 << 30

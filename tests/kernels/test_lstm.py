@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from quantcore import cmsis_nn
 from quantcore.conformance.adapters.recurrent import case_lstm_params
 from quantcore.conformance.cases import VectorCase
 from quantcore.errors import CmsisNnNotFound, KernelArgumentError
@@ -26,6 +25,7 @@ from quantcore.kernels.lstm import (
     lstm_unidirectional_s8,
     lstm_unidirectional_s16,
 )
+from quantcore.targets import cmsis_nn
 from tests import needs
 from tests.kernels.recurrent_calls import lstm_call
 

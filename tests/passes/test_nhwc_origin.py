@@ -10,7 +10,7 @@ from onnx import helper
 
 from quantcore import pipeline
 from quantcore.ir import Layout, Op
-from quantcore.passes.io_layout import MODEL_LAYOUTS, model_shape
+from quantcore.ir.io_layout import MODEL_LAYOUTS, model_shape
 from tests.targets.nhwc_models import nchw_model, nhwc_model
 
 

@@ -18,8 +18,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from quantcore import pipeline  # noqa: E402
 from quantcore.data import DataSet  # noqa: E402
 from quantcore.ir import Op  # noqa: E402
+from quantcore.ir.io_layout import to_firmware  # noqa: E402
 from quantcore.kernels.requantize import Rounding  # noqa: E402
-from quantcore.passes.io_layout import to_firmware  # noqa: E402
 from quantcore.qat.fake_quant import FakeQuantNet  # noqa: E402
 from quantcore.qat.train import QatOptions, qat  # noqa: E402
 from quantcore.quantize import params_json  # noqa: E402

@@ -22,9 +22,9 @@ from quantcore.quantize import channel_scales, params_json
 from quantcore.quantize.document import from_document
 from quantcore.quantize.graph import QuantConfig, quantize_graph
 from quantcore.quantize.params import QuantizationError
-from quantcore.quantize.scaling import quantize_multipliers
-from quantcore.quantize.scheme import quantize_bias
 from quantcore.runtime import int8_exec
+from quantcore.scheme.arith import quantize_bias
+from quantcore.scheme.scaling import quantize_multipliers
 from tests.onnx_models import depthwise_cnn, small_cnn
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from quantcore.calibrate.calibration import Calibration
 from quantcore.errors import KernelArgumentError
 from quantcore.ir import DType, Graph, Op
 from quantcore.kernels.convert import requantize_tensor
 from quantcore.passes import prepare
 from quantcore.quantize import params_json
 from quantcore.quantize.document import from_document, to_document
-from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
+from quantcore.quantize.graph import QuantConfig, quantize_graph
 from quantcore.quantize.params import QuantizationError
 from quantcore.runtime import float_exec, int8_exec
 from tests.ir_builder import GraphBuilder

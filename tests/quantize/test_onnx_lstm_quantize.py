@@ -14,8 +14,9 @@ from quantcore import pipeline
 from quantcore.data import DataSet
 from quantcore.ir import Graph, Node, Op
 from quantcore.quantize.document import from_document
-from quantcore.quantize.recurrent import GATES, cell_scale
+from quantcore.quantize.recurrent import cell_scale
 from quantcore.runtime import int8_exec
+from quantcore.scheme.recurrent import GATES
 from tests.lstm_models import lstm_model
 
 
@@ -134,7 +135,7 @@ def test_each_inference_starts_from_the_zero_state(
 
 
 def _quantized_input(qgraph: Graph, x: np.ndarray) -> np.ndarray:
-    from quantcore.quantize.scheme import quantize_activation
+    from quantcore.scheme.arith import quantize_activation
 
     quant = qgraph.tensor(qgraph.inputs[0]).quant
     assert quant is not None

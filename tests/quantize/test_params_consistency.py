@@ -31,7 +31,7 @@ from quantcore.kernels.requantize import Rounding
 from quantcore.quantize import consistency, params_checks, params_json
 from quantcore.quantize.document import DocumentError, finetuned_weights
 from quantcore.quantize.params_json import QuantParamsError, load, loads, model_path, recorded_model, validate
-from quantcore.quantize.scaling import quantize_multiplier
+from quantcore.scheme.scaling import quantize_multiplier
 from tests.fuzzing import fuzz
 from tests.onnx_models import outlier_cnn, residual_cnn, small_cnn
 from tests.quantize.test_fuzz_params import GOLDEN

@@ -26,7 +26,7 @@ from quantcore.quantize.params_json import (
     validate,
     write,
 )
-from quantcore.quantize.scaling import quantize_multiplier
+from quantcore.scheme.scaling import quantize_multiplier
 
 SCHEMA_DIR = Path(params_json.__file__).parents[1] / "schema"
 EXAMPLE = SCHEMA_DIR / "lenet.quant-params.example.json"

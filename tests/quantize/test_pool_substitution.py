@@ -20,7 +20,7 @@ from quantcore.cli import main
 from quantcore.data import DataSet
 from quantcore.errors import InputError
 from quantcore.ir import Graph, Op
-from quantcore.passes.io_layout import to_firmware
+from quantcore.ir.io_layout import to_firmware
 from quantcore.quantize import lowering, params_json
 from quantcore.quantize.document import DocumentError, from_document
 from quantcore.quantize.mixed_precision import Budget, Memory

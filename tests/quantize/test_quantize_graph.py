@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from quantcore.calibrate.calibration import Calibration
 from quantcore.ir import Graph, Op
 from quantcore.passes import prepare
 from quantcore.quantize.document import from_document, to_document
-from quantcore.quantize.graph import Calibration, QuantConfig, quantize_graph
+from quantcore.quantize.graph import QuantConfig, quantize_graph
 from quantcore.quantize.params import QuantizationError
-from quantcore.quantize.scaling import quantize_multipliers
 from quantcore.runtime import float_exec, int8_exec
+from quantcore.scheme.scaling import quantize_multipliers
 from tests.ir_builder import GraphBuilder
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantcore.quantize.scaling import ScaleError, quantize_multiplier, quantize_multipliers
+from quantcore.scheme.scaling import ScaleError, quantize_multiplier, quantize_multipliers
 
 
 @pytest.mark.parametrize(

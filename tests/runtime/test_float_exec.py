@@ -8,8 +8,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from quantcore.importers.onnx import import_onnx
+from quantcore.ir.io_layout import to_firmware, to_model
 from quantcore.passes import prepare
-from quantcore.passes.io_layout import to_firmware, to_model
 from quantcore.runtime import float_exec
 from tests.onnx_models import small_cnn
 

@@ -47,9 +47,9 @@ def generated_project(
 
     from quantcore import pipeline
     from quantcore.codegen.generate import Sources, generate
+    from quantcore.cores import Core
     from quantcore.quantize import params_json
     from quantcore.quantize.document import from_document
-    from quantcore.targets.cores import Core
     from tests.onnx_models import residual_cnn
 
     folder, out = model_dir or root, generated or root / "generated"

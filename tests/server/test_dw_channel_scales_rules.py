@@ -15,9 +15,9 @@ from fixpoint_server.rules.context import FactsCache
 
 from quantcore import pipeline
 from quantcore.codegen.generate import Sources, generate
+from quantcore.cores import Core
 from quantcore.quantize import params_json as pj
 from quantcore.quantize.document import from_document
-from quantcore.targets.cores import Core
 from tests.onnx_models import depthwise_cnn
 from tests.server.fixtures import GeneratedProject, context
 

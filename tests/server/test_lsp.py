@@ -222,8 +222,8 @@ async def test_hover_on_a_layer_shows_its_quantization(client: LanguageClient, t
 def _board_tools_missing() -> str | None:
     import shutil
 
-    from quantcore import cmsis_nn
     from quantcore.errors import CmsisNnNotFound
+    from quantcore.targets import cmsis_nn
 
     try:
         cmsis_nn.locate()

@@ -264,9 +264,9 @@ def test_a_build_that_links_the_library_needs_no_list(tmp_path: Path) -> None:
 @pytest.mark.parametrize("core", ["host", "cortex-m4", "cortex-m55"])
 def test_the_listed_sources_are_what_the_kernels_link_against(core: str) -> None:
     """The closure of each kernel's undefined symbols over the built libcmsis-nn.a, file by file."""
-    from quantcore import cmsis_nn
+    from quantcore.cores import Core
     from quantcore.errors import CmsisNnNotFound
-    from quantcore.targets.cores import Core
+    from quantcore.targets import cmsis_nn
 
     try:
         checkout = cmsis_nn.locate()

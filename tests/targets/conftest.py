@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from quantcore import cmsis_nn
+from quantcore.cores import Core
 from quantcore.errors import CmsisNnNotFound
-from quantcore.targets.cores import Core
+from quantcore.targets import cmsis_nn
 from tests import needs
 from tests.targets.models import MAXPOOL_SRC, write_maxpool_project
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from quantcore.cores import Core
 from quantcore.targets import backends
 from quantcore.targets.backends import FlashSettings
 from quantcore.targets.build import Channel, Firmware, ModelHeader
-from quantcore.targets.cores import Core
 from quantcore.targets.errors import FlashError, ToolchainNotFound
 from quantcore.targets.target import Region, board_target
 from quantcore.targets.toolchain import Toolchain

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from quantcore import cli, cmsis_nn
+from quantcore import cli
+from quantcore.targets import cmsis_nn
 from tests.targets.models import MAXPOOL_SRC
 
 

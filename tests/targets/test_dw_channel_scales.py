@@ -11,8 +11,9 @@ import numpy as np
 import onnx
 import pytest
 
-from quantcore import cli, cmsis_nn
+from quantcore import cli
 from quantcore.quantize import params_json
+from quantcore.targets import cmsis_nn
 from tests.onnx_models import depthwise_cnn
 
 

@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantcore import cmsis_nn
-from quantcore.targets import board, memory
+from quantcore.cores import Core
+from quantcore.targets import board, cmsis_nn, memory
 from quantcore.targets.build import BuildRequest, Channel, Firmware, build_firmware
 from quantcore.targets.compare import ReferenceLayer, compare
-from quantcore.targets.cores import Core
 from quantcore.targets.errors import (
     BudgetError,
     FirmwareFault,

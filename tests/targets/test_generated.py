@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from quantcore import cli, cmsis_nn
+from quantcore import cli
+from quantcore.targets import cmsis_nn
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,8 @@ from typing import IO
 
 import pytest
 
-from quantcore import cli, cmsis_nn
-from quantcore.targets import backends, board
+from quantcore import cli
+from quantcore.targets import backends, board, cmsis_nn
 from quantcore.targets.errors import PortBusyError, SettingError
 from quantcore.targets.serial_link import SerialLink
 from tests import needs

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from quantcore import cli, cmsis_nn
+from quantcore import cli
 from quantcore.display import printable, shorten
+from quantcore.targets import cmsis_nn
 from quantcore.targets.verify import firmware_name
 from tests.targets.models import write_maxpool_project
 

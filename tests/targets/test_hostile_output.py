@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quantcore import cli, cmsis_nn, limits
-from quantcore.targets import process
+from quantcore import cli, limits
+from quantcore.targets import cmsis_nn, process
 from quantcore.targets.build import BuildRequest, build_firmware
 from quantcore.targets.errors import FirmwareOutputLimit, FirmwareTimeout
 from quantcore.targets.protocol import FINAL_PREFIXES, is_final

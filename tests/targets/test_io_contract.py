@@ -22,12 +22,13 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from quantcore import cli, cmsis_nn, pipeline
+from quantcore import cli, pipeline
 from quantcore.codegen.generate import generate
 from quantcore.data import DataSet
 from quantcore.ir import Graph
 from quantcore.quantize import params_json
 from quantcore.runtime import int8_exec
+from quantcore.targets import cmsis_nn
 from quantcore.targets.build import BuildRequest, build_firmware
 from quantcore.targets.run import qemu_semihosting_command
 from quantcore.targets.target import get_target

@@ -10,9 +10,10 @@ import numpy as np
 import onnx
 import pytest
 
-from quantcore import cli, cmsis_nn, pipeline
+from quantcore import cli, pipeline
 from quantcore.data import DataSet
 from quantcore.quantize import params_json
+from quantcore.targets import cmsis_nn
 from tests.onnx_models import outlier_cnn, residual_cnn
 
 # conv1 reads the graph input (int8 -> int16 conversion); max pool, depthwise, 1x1 conv, the residual

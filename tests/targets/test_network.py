@@ -15,14 +15,13 @@ import numpy as np
 import onnx
 import pytest
 
-from quantcore import cmsis_nn
 from quantcore.codegen.generate import generate
 from quantcore.conformance.cases import VectorCase
 from quantcore.conformance.network_graph import CALIBRATION, network_graph
 from quantcore.ir import DType, Graph, Tensor
 from quantcore.quantize import params_json
 from quantcore.quantize.document import from_document, to_document
-from quantcore.targets import verify
+from quantcore.targets import cmsis_nn, verify
 from quantcore.targets.build import BuildRequest, build_firmware
 from quantcore.targets.compare import compare
 from quantcore.targets.protocol import Transcript
@@ -84,7 +83,7 @@ def residual(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, np.ndarra
     in the graph's layout."""
     from quantcore import pipeline
     from quantcore.data import DataSet
-    from quantcore.passes.io_layout import to_firmware
+    from quantcore.ir.io_layout import to_firmware
 
     folder = tmp_path_factory.mktemp("residual")
     onnx.save(residual_cnn(), folder / "residual.onnx")

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantcore import cli, cmsis_nn
+from quantcore import cli
+from quantcore.targets import cmsis_nn
 from tests.lstm_models import torch_lstm_classifier
 
 pytestmark = pytest.mark.cmsis_nn

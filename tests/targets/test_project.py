@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from quantcore.cores import Core
 from quantcore.kernels.requantize import Rounding
 from quantcore.project import Problem, ProjectError, load_project, load_project_strict, parse_size
 from quantcore.targets.backends import BackendName
-from quantcore.targets.cores import Core
 
 
 def _write(tmp_path: Path, text: str) -> Path:

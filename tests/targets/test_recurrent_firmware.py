@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantcore import cli, cmsis_nn, pipeline
+from quantcore import cli, pipeline
 from quantcore.codegen.generate import generate
 from quantcore.importers._tflite_read import read_model
 from quantcore.runtime import int8_exec
+from quantcore.targets import cmsis_nn
 from quantcore.targets.build import BuildRequest, build_firmware, read_header
 from quantcore.targets.run import run_firmware
 from quantcore.targets.target import BUILTIN

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantcore import cli, cmsis_nn
+from quantcore import cli
+from quantcore.targets import cmsis_nn
 from quantcore.targets.run import qemu_command, run_process
 from quantcore.targets.target import BUILTIN, Kind
 from tests import tflm

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantcore import cli, pipeline
 from quantcore.data import DataSet
-from quantcore.passes.io_layout import to_firmware
+from quantcore.ir.io_layout import to_firmware
 from quantcore.quantize import params_json
 from quantcore.runtime import float_exec
 from quantcore.verify.sensitivity import LayerSensitivity, SensitivityReport, gradient_magnitudes

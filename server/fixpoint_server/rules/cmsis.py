@@ -17,8 +17,8 @@ from fixpoint_server.parse.c_source import Argument, CallSite, CWorkspace, refer
 from fixpoint_server.parse.params import ParamsFile, QuantizedModel
 from fixpoint_server.rules.context import CheckContext
 from quantcore.codegen.names import c_identifier
+from quantcore.cores import Extension
 from quantcore.ir import Node
-from quantcore.targets.cores import Extension
 
 # ------------------------------------------------------------------------------ CMSIS-NN kernels
 

@@ -52,7 +52,7 @@ from fixpoint_server.rules.incremental import (
     split_check,
     whole_workspace,
 )
-from quantcore.targets.cores import Extension
+from quantcore.cores import Extension
 
 CODES = (Code.MISALIGNED_ARRAY,)
 BUILD_KINDS = frozenset(k for k in FileKind if k.is_build)

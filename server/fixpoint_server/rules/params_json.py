@@ -30,8 +30,8 @@ from typing import Any
 from fixpoint_server.findings import Code, Edit, Finding, Fix, Severity
 from fixpoint_server.parse.params import ParamsFile, ParamsProblem
 from fixpoint_server.rules.context import CheckContext, FileKind, Reads
-from quantcore.calibrate.qparams import quant_params
 from quantcore.quantize.params_json import json_path, quoted
+from quantcore.scheme.qparams import quant_params
 
 CODES = (Code.WRONG_ZERO_POINT, Code.SUSPICIOUS_SCALE)
 READS = Reads(contents=frozenset({FileKind.PARAMS_JSON, FileKind.MODEL}), outside=True)

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.ir import QuantParams
-from quantcore.quantize.scaling import round_half_away
+from quantcore.scheme.scaling import round_half_away
 
 WEIGHT_QMAX = 127
 F64 = npt.NDArray[np.float64]

@@ -25,7 +25,7 @@ import math
 from fractions import Fraction
 from typing import Literal
 
-from quantcore.calibrate.errors import CalibrationError
+from quantcore.errors import CalibrationError
 
 Dtype = Literal["int8", "int16"]
 

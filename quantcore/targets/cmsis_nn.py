@@ -25,10 +25,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from quantcore.cores import Core
 from quantcore.errors import CmsisNnNotFound, InputError, QuantcoreError
 from quantcore.kernels.requantize import Rounding
 from quantcore.targets import process
-from quantcore.targets.cores import Core
 
 ENV_VAR = "FIXPOINT_CMSIS_NN"
 GIT_URL = "https://github.com/ARM-software/CMSIS-NN.git"
