@@ -6,7 +6,7 @@
 For each Fashion-MNIST benchmark net (bench/fashion_mnist; train.py makes them, into --dir) and the first
 --calib images of calib_1000.npz, in the same run:
   1. the wall time of the whole CLI process `fixpoint quantize MODEL --calib DATA -o JSON` (default
-     automatic choices: equalization, bias correction, pools), best of --repeat;
+     automatic choices: equalization, bias correction, pools), best of --repeat (runs alternate with 2's);
   2. ONNX Runtime quant_pre_process + quantize_static (QDQ, per-channel QInt8, MinMax), as a fresh
      process too (python start and imports included, like the CLI; torch hidden, as run.py's peer
      processes do: importing it would add seconds onnxruntime does not need) and in-process once warm
@@ -63,14 +63,16 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def best_wall(command: list[str], repeat: int) -> float:
-    """The shortest wall time of `repeat` runs of `command` (the least disturbed by other load)."""
-    times = []
+def best_walls(commands: list[list[str]], repeat: int) -> list[float]:
+    """Per command, the shortest wall time of `repeat` runs (the least disturbed by other load); the
+    commands take turns, so a change in the machine's load falls on all of them alike."""
+    times: list[list[float]] = [[] for _ in commands]
     for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for command, taken in zip(commands, times, strict=True):
+            start = time.perf_counter()
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            taken.append(time.perf_counter() - start)
+    return [min(taken) for taken in times]
 
 
 def cli_command(model: Path, calib: Path, out: Path, method: str) -> list[str]:
@@ -155,8 +157,7 @@ def main() -> int:
             out = work / f"{name}.json"
             print(f"== {name}", flush=True)
             cli = cli_command(model, calib, out, args.method)
-            ours = best_wall(cli, args.repeat)
-            ort_process = best_wall(ort_process_command(model, calib, work), args.repeat)
+            ours, ort_process = best_walls([cli, ort_process_command(model, calib, work)], args.repeat)
             with np.load(calib) as npz:
                 x = npz["x"]
             peers.ort_quantize(model, x, "MinMax", work)  # warm-up: imports and one-off initialisation
