@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from quantcore.display import quoted
-from quantcore.importers._tflite_ops import _input, _output, _State
+from quantcore.importers._tflite_ops import _float_constant, _input, _output, _State
 from quantcore.importers._tflite_read import TflModel, TflOperator
 from quantcore.ir import DType, Node, Op, QuantParams, Tensor
 
@@ -146,7 +146,8 @@ def svdf(state: _State, op: TflOperator) -> None:
 
 def lstm(state: _State, op: TflOperator) -> None:
     if not state.quantized:
-        raise state.error(op, FLOAT_RECURRENT)
+        _float_lstm(state, op)
+        return
     x = _input(state, op, 0)
     y = _output(state, op)
     # Time-major: (time, batch, features) - the kernel's time_major flag; the first axis is still the one
@@ -190,6 +191,46 @@ def lstm(state: _State, op: TflOperator) -> None:
         "cell_activation": _CELL_ACTIVATIONS[int(op.options.get("FusedActivationFunction", 4))],
         "hidden_state": hidden_state,
         "cell_state": cell_state,
+    }
+    state.nodes.append(Node(y, Op.LSTM, (x, *inputs, *recurrent, *biases), (y,), attrs))
+
+
+def _float_lstm(state: _State, op: TflOperator) -> None:
+    """A float32 LSTM as the IR's float LSTM (the ONNX importer's form: float constants, no state scales),
+    which calibration ranges (its cell state) and quantization turns into TFLite's integer LSTM exactly as
+    for an ONNX LSTM (quantcore/quantize/recurrent.py). Its state stays TFLite's: the variable tensors
+    persist from one invoke to the next (`streaming`, as in TFLM), reset to zeros."""
+    x = _input(state, op, 0)
+    y = _output(state, op)
+    time_major = bool(op.options.get("TimeMajor", False))
+    shape = state.tensors[x].shape
+    if len(shape) != 3:
+        raise state.error(op, f"takes an input of shape {shape}; TFLite's sequence LSTM takes 3 axes")
+    batch = shape[1] if time_major else shape[0]
+    inputs = [_float_weights(state, op, p, "input weights") for p in _LSTM_INPUT_WEIGHTS]
+    recurrent = [_float_weights(state, op, p, "recurrent weights") for p in _LSTM_RECURRENT_WEIGHTS]
+    hidden = state.tensors[recurrent[0]].shape[0]
+    for name in inputs + recurrent:
+        wanted = (hidden, shape[2]) if name in inputs else (hidden, hidden)
+        if state.tensors[name].shape != wanted:
+            raise state.error(
+                op, f"has weights {quoted(name)} of shape {state.tensors[name].shape}; expected {wanted}"
+            )
+    biases = [_float_weights(state, op, p, "bias") for p in _LSTM_BIASES]
+    for name in biases:
+        if state.tensors[name].shape != (hidden,):
+            raise state.error(op, f"its bias has shape {state.tensors[name].shape}; expected ({hidden},)")
+    for position, what in ((_LSTM_HIDDEN, "hidden state"), (_LSTM_CELL, "cell state")):
+        _float_state(state, op, position, (batch, hidden), what)
+    if state.tensors[y].shape != (*shape[:2], hidden):
+        raise state.error(
+            op, f"writes {state.tensors[y].shape}; an LSTM of {hidden} units gives {(*shape[:2], hidden)}"
+        )
+    attrs = {
+        "time_major": time_major,
+        "cell_clip": float(op.options.get("CellClip", 0.0)),
+        "cell_activation": _CELL_ACTIVATIONS[int(op.options.get("FusedActivationFunction", 4))],
+        "streaming": True,
     }
     state.nodes.append(Node(y, Op.LSTM, (x, *inputs, *recurrent, *biases), (y,), attrs))
 
@@ -240,6 +281,28 @@ def _constant(state: _State, op: TflOperator, position: int, types: tuple[str, .
     quant = QuantParams(dtype, np.array(scale), np.array(0, np.int64), method="tflite")
     state.tensors[name] = Tensor(name, data.shape, data=data.astype(np.float64) * scale, quant=quant)
     return name
+
+
+def _float_weights(state: _State, op: TflOperator, position: int, what: str) -> str:
+    """A float32 constant of a float LSTM (every gate's weights and bias: TFLM's float LSTM reads all)."""
+    index = op.inputs[position]
+    data = state.const(index) if index >= 0 else None
+    if data is None:
+        raise state.error(op, f"its {what} (input {position}) must be a constant")
+    return _float_constant(state, op, state.names[index], data, what)
+
+
+def _float_state(state: _State, op: TflOperator, position: int, shape: tuple[int, ...], what: str) -> None:
+    """A float LSTM's state must be a float32 variable tensor of the layer's (batch, hidden): the layer
+    keeps it (the executors, the firmware), starting from zeros as TFLM's reset leaves it."""
+    index = op.inputs[position]
+    if index < 0 or state.const(index) is not None:
+        raise state.error(op, f"its {what} (input {position}) must be a variable tensor")
+    t = state.tensor(index)
+    if t.dtype != "FLOAT32" or tuple(t.shape) != shape:
+        raise state.error(
+            op, f"its {what} {quoted(t.name)} is {t.dtype} {list(t.shape)}; expected FLOAT32 {list(shape)}"
+        )
 
 
 def _bias(
