@@ -264,3 +264,23 @@ def outputs(interpreter: Any, samples: np.ndarray) -> list[np.ndarray]:
         interpreter.invoke()
         result.append(interpreter.get_output(0))
     return result
+
+
+def mnist_digits(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` inputs (count, 28, 28) for mnist_lstm in [0, 1] (its evaluate.py's /255) made from TFLM's ten
+    sample digits (examples/mnist_lstm/samples/sample<k>.png is digit k): each rolled by up to 3 pixels
+    with seeded noise of 0.05 added; and their labels. Skipped when the samples are absent."""
+    from PIL import Image
+
+    folder = repo() / _EXAMPLES / "mnist_lstm" / "samples"
+    if not (folder / "sample0.png").is_file():
+        needs.absent(f"mnist_lstm's sample digits not found in the TFLM checkout {repo()}")
+    samples = [np.asarray(Image.open(folder / f"sample{k}.png"), np.float32) / 255 for k in range(10)]
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, count)
+    shifts = rng.integers(-3, 4, (count, 2))
+    images = np.stack(
+        [np.roll(samples[k], tuple(s), axis=(0, 1)) for k, s in zip(labels, shifts, strict=True)]
+    )
+    noisy = np.clip(images + 0.05 * rng.standard_normal(images.shape), 0.0, 1.0)
+    return noisy.astype(np.float32), labels.astype(np.int64)
