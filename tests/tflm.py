@@ -284,3 +284,91 @@ def mnist_digits(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     )
     noisy = np.clip(images + 0.05 * rng.standard_normal(images.shape), 0.0, 1.0)
     return noisy.astype(np.float32), labels.astype(np.int64)
+
+
+def float_svdf_model(features: int, filters: int, memory: int, rank: int, seed: int) -> bytes:
+    """A one-operator float32 .tflite: SVDF over input (1, features) with seeded random feature weights
+    (filters, features), time weights (filters, memory) and bias (filters / rank,), its activation state a
+    float32 variable tensor (1, filters * memory), no fused activation - written with the tflite package's
+    flatbuffer builder (no float SVDF model ships with TFLM)."""
+    import flatbuffers
+    import tflite
+
+    rng = np.random.default_rng(seed)
+    units = filters // rank
+    constants = {
+        1: (rng.standard_normal((filters, features)) / np.sqrt(features)).astype(np.float32),
+        2: (rng.standard_normal((filters, memory)) / np.sqrt(memory)).astype(np.float32),
+        3: (0.1 * rng.standard_normal(units)).astype(np.float32),
+    }
+    shapes = [
+        [1, features],
+        [filters, features],
+        [filters, memory],
+        [units],
+        [1, filters * memory],
+        [1, units],
+    ]
+    names = ["input", "weights_feature", "weights_time", "bias", "activation_state", "output"]
+    b = flatbuffers.Builder(1 << 16)
+
+    def vector(array: np.ndarray) -> int:
+        return int(b.CreateNumpyVector(np.ascontiguousarray(array)))
+
+    def tables(offsets: list[int]) -> int:
+        b.StartVector(4, len(offsets), 4)
+        for offset in reversed(offsets):
+            b.PrependUOffsetTRelative(offset)
+        return int(b.EndVector())
+
+    tensors = []
+    for index, (name, shape) in enumerate(zip(names, shapes, strict=True)):
+        name_offset, shape_offset = b.CreateString(name), vector(np.array(shape, np.int32))
+        tflite.TensorStart(b)
+        tflite.TensorAddName(b, name_offset)
+        tflite.TensorAddShape(b, shape_offset)
+        tflite.TensorAddType(b, tflite.TensorType.FLOAT32)
+        tflite.TensorAddBuffer(b, index + 1 if index in constants else 0)
+        tflite.TensorAddIsVariable(b, index == SVDF_STATE_INPUT)
+        tensors.append(tflite.TensorEnd(b))
+    tflite.SVDFOptionsStart(b)
+    tflite.SVDFOptionsAddRank(b, rank)
+    tflite.SVDFOptionsAddFusedActivationFunction(b, tflite.ActivationFunctionType.NONE)
+    svdf_options = tflite.SVDFOptionsEnd(b)
+    op_inputs, op_outputs = vector(np.arange(5, dtype=np.int32)), vector(np.array([5], np.int32))
+    tflite.OperatorStart(b)
+    tflite.OperatorAddOpcodeIndex(b, 0)
+    tflite.OperatorAddInputs(b, op_inputs)
+    tflite.OperatorAddOutputs(b, op_outputs)
+    tflite.OperatorAddBuiltinOptionsType(b, tflite.BuiltinOptions.SVDFOptions)
+    tflite.OperatorAddBuiltinOptions(b, svdf_options)
+    operator = tflite.OperatorEnd(b)
+    tensor_vector, operators = tables(tensors), tables([operator])
+    graph_inputs, graph_outputs = vector(np.array([0], np.int32)), vector(np.array([5], np.int32))
+    tflite.SubGraphStart(b)
+    tflite.SubGraphAddTensors(b, tensor_vector)
+    tflite.SubGraphAddInputs(b, graph_inputs)
+    tflite.SubGraphAddOutputs(b, graph_outputs)
+    tflite.SubGraphAddOperators(b, operators)
+    subgraph = tflite.SubGraphEnd(b)
+    tflite.OperatorCodeStart(b)
+    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, tflite.BuiltinOperator.SVDF)
+    tflite.OperatorCodeAddBuiltinCode(b, tflite.BuiltinOperator.SVDF)
+    tflite.OperatorCodeAddVersion(b, 1)
+    codes = tables([tflite.OperatorCodeEnd(b)])
+    buffer_offsets = []
+    for index in range(len(names) + 1):
+        content = constants.get(index - 1)
+        raw_offset = vector(np.frombuffer(content.tobytes(), np.uint8)) if content is not None else None
+        tflite.BufferStart(b)
+        if raw_offset is not None:
+            tflite.BufferAddData(b, raw_offset)
+        buffer_offsets.append(tflite.BufferEnd(b))
+    buffer_vector, subgraphs = tables(buffer_offsets), tables([subgraph])
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, codes)
+    tflite.ModelAddSubgraphs(b, subgraphs)
+    tflite.ModelAddBuffers(b, buffer_vector)
+    b.Finish(tflite.ModelEnd(b), b"TFL3")
+    return bytes(b.Output())
