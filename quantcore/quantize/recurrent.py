@@ -7,6 +7,10 @@ SVDF (arm_svdf_s8 / arm_svdf_state_s16_s8):
   output multiplier = QuantizeMultiplier(double(float32 s_state * s_wt / s_out))
   the new state value is clamped to the state type's range, the output to int8's (TFLM's int8 SVDF
   applies no fused activation).
+  A float SVDF (a float .tflite) takes TFLite's quantizer's scheme: int8 feature weights (max|w| / 127),
+  int16 time weights of 10 bits (max|w| / 512), an int16 symmetric state over its calibrated range
+  (max / 32767), an int32 bias at s_state * s_wt; a fused activation is what the calibrated output
+  range clamps (RELU: zero point -128).
 LSTM (arm_lstm_unidirectional_s8; _s16 for TensorFlow's 16x8 LSTM - int16 input and hidden state, int64
 biases, the same parameters), TFLite's integer LSTM: every gate's two products requantize to Q3.12
 (scale 2^-12, int16), the gates' outputs are Q0.15 (2^-15), and
@@ -62,8 +66,9 @@ def integers(graph: Graph, name: str, node: Node, role: str) -> Tensor:
     quant = tensor.quant
     if quant is None or quant.dtype not in _INTEGER_TYPES or tensor.data is None:
         raise QuantizationError(
-            f"layer {node.name!r}: its {role} {name!r} has no imported integer scale; recurrent layers are"
-            " quantized from an int8 .tflite only"
+            f"layer {node.name!r}: its {role} {name!r} has no imported integer scale, though the layer's"
+            " weights have one; every constant of an int8 .tflite's recurrent layer has - re-convert the"
+            " model"
         )
     q = np.round(np.asarray(tensor.data, np.float64) / float(quant.scale))
     info = np.iinfo(_INTEGER_TYPES[quant.dtype])
