@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from quantcore import cli, cmsis_nn
+from quantcore.targets.build import read_header
 from tests import tflm
 
 pytestmark = pytest.mark.cmsis_nn
@@ -67,9 +68,12 @@ def test_firmware_matches_the_reference_byte_for_byte(
         28 * 20,  # per case: 28 steps of 20 units
         0,
     )
-    model_c = next((tmp_path / "build").rglob("model.c")).read_text()
+    model_c = (tmp_path / "build" / "model" / "model.c").read_text()
     # the streaming call: the layer's own hidden state buffer, kept across invokes
     assert "_hidden_state," in model_c and ".hidden_state = NULL" not in model_c
+    # the same state as the generated trained_lstm_int8 (TensorFlow's twin): int8 hidden state, int16
+    # cell state and the two int16 work buffers of 20 values, each padded to 16 bytes
+    assert read_header(tmp_path / "build" / "model").state_bytes == 32 + 3 * 48 == 176
 
 
 SVDF_FEATURES, SVDF_FILTERS, SVDF_MEMORY, SVDF_RANK = 16, 12, 8, 2
