@@ -40,6 +40,20 @@ def int8_outputs(qgraph: Graph, x: np.ndarray) -> np.ndarray:
     return dequantize(out, float(qout.scale), int(qout.zero_point))
 
 
+def lstm_scales(qgraph: Graph) -> dict[str, Any]:
+    """The quantized LSTM's input, hidden state (= output) and cell state scales and zero points."""
+    (node,) = [n for n in qgraph.nodes if n.op.json_name == "lstm"]
+    x = qgraph.tensor(node.inputs[0]).quant
+    assert x is not None
+    hidden, params = node.attr("hidden_state"), node.attr("params")
+    return {
+        "input": (float(x.scale), int(x.zero_point)),
+        "hidden": (float(hidden["scale"]), int(hidden["zero_point"])),
+        "cell_scale_power": int(params["cell_scale_power"]),
+        "cell_clip": int(params["cell_clip"]),
+    }
+
+
 def figures(reference: np.ndarray, values: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     noise = float(np.sum((values - reference) ** 2))
     return {
@@ -69,6 +83,7 @@ def main() -> None:
         "float_top1": float(np.mean(reference.argmax(-1) == labels)),
         "fixpoint": figures(reference, int8_outputs(ours, x), labels),
         "tensorflow_int8": figures(reference, int8_outputs(twin, x), labels),
+        "scales": {"fixpoint": lstm_scales(ours), "tensorflow_int8": lstm_scales(twin)},
     }
     print(f"{args.cases} inputs in a row, float top-1 {report['float_top1']:.1%}")
     for who in ("fixpoint", "tensorflow_int8"):
@@ -77,6 +92,8 @@ def main() -> None:
             f"  {who:16s} output SQNR {f['output_sqnr_db']:6.2f} dB  top-1 {f['top1']:.1%}"
             f"  agreement {f['agreement']:.1%}  max |err| {f['max_abs']:.4f}"
         )
+    for who, scales in report["scales"].items():
+        print(f"  {who:16s} LSTM " + ", ".join(f"{k} {v}" for k, v in scales.items()))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 
