@@ -7,6 +7,7 @@ tests/needs.py).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -289,11 +290,8 @@ def mnist_digits(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def float_svdf_model(features: int, filters: int, memory: int, rank: int, seed: int) -> bytes:
     """A one-operator float32 .tflite: SVDF over input (1, features) with seeded random feature weights
     (filters, features), time weights (filters, memory) and bias (filters / rank,), its activation state a
-    float32 variable tensor (1, filters * memory), no fused activation - written with the tflite package's
-    flatbuffer builder (no float SVDF model ships with TFLM)."""
-    import flatbuffers
-    import tflite
-
+    float32 variable tensor (1, filters * memory), no fused activation (no float SVDF model ships with
+    TFLM)."""
     rng = np.random.default_rng(seed)
     units = filters // rank
     constants = {
@@ -302,14 +300,39 @@ def float_svdf_model(features: int, filters: int, memory: int, rank: int, seed: 
         3: (0.1 * rng.standard_normal(units)).astype(np.float32),
     }
     shapes = [
-        [1, features],
-        [filters, features],
-        [filters, memory],
-        [units],
-        [1, filters * memory],
-        [1, units],
+        (1, features),
+        (filters, features),
+        (filters, memory),
+        (units,),
+        (1, filters * memory),
+        (1, units),
     ]
-    names = ["input", "weights_feature", "weights_time", "bias", "activation_state", "output"]
+    tensors = [SvdfTensor(shape, constants.get(i, np.zeros(0, np.float32))) for i, shape in enumerate(shapes)]
+    return svdf_model(tensors, rank)
+
+
+@dataclasses.dataclass(frozen=True)
+class SvdfTensor:
+    """One tensor of svdf_model: its shape, its data's type (and its data, when a constant; empty
+    otherwise) and its quantization (scale None: a float tensor)."""
+
+    shape: tuple[int, ...]
+    data: np.ndarray
+    scale: float | None = None
+    zero_point: int = 0
+
+
+_TFLITE_TYPES = {"float32": "FLOAT32", "int8": "INT8", "int16": "INT16", "int32": "INT32"}
+_SVDF_NAMES = ("input", "weights_feature", "weights_time", "bias", "activation_state", "output")
+
+
+def svdf_model(tensors: list[SvdfTensor], rank: int) -> bytes:
+    """A one-operator .tflite: SVDF of the six tensors (input, feature weights, time weights, bias,
+    activation state - a variable tensor -, output), written with the tflite package's flatbuffer builder:
+    a float model, or an int8 one with the scales given."""
+    import flatbuffers
+    import tflite
+
     b = flatbuffers.Builder(1 << 16)
 
     def vector(array: np.ndarray) -> int:
@@ -321,16 +344,26 @@ def float_svdf_model(features: int, filters: int, memory: int, rank: int, seed: 
             b.PrependUOffsetTRelative(offset)
         return int(b.EndVector())
 
-    tensors = []
-    for index, (name, shape) in enumerate(zip(names, shapes, strict=True)):
-        name_offset, shape_offset = b.CreateString(name), vector(np.array(shape, np.int32))
+    offsets = []
+    for index, (name, t) in enumerate(zip(_SVDF_NAMES, tensors, strict=True)):
+        quant = None
+        if t.scale is not None:
+            s_offset = vector(np.array([t.scale], np.float32))
+            z_offset = vector(np.array([t.zero_point], np.int64))
+            tflite.QuantizationParametersStart(b)
+            tflite.QuantizationParametersAddScale(b, s_offset)
+            tflite.QuantizationParametersAddZeroPoint(b, z_offset)
+            quant = tflite.QuantizationParametersEnd(b)
+        name_offset, shape_offset = b.CreateString(name), vector(np.array(t.shape, np.int32))
         tflite.TensorStart(b)
         tflite.TensorAddName(b, name_offset)
         tflite.TensorAddShape(b, shape_offset)
-        tflite.TensorAddType(b, tflite.TensorType.FLOAT32)
-        tflite.TensorAddBuffer(b, index + 1 if index in constants else 0)
+        tflite.TensorAddType(b, getattr(tflite.TensorType, _TFLITE_TYPES[t.data.dtype.name]))
+        tflite.TensorAddBuffer(b, index + 1 if t.data.size else 0)
+        if quant is not None:
+            tflite.TensorAddQuantization(b, quant)
         tflite.TensorAddIsVariable(b, index == SVDF_STATE_INPUT)
-        tensors.append(tflite.TensorEnd(b))
+        offsets.append(tflite.TensorEnd(b))
     tflite.SVDFOptionsStart(b)
     tflite.SVDFOptionsAddRank(b, rank)
     tflite.SVDFOptionsAddFusedActivationFunction(b, tflite.ActivationFunctionType.NONE)
@@ -343,7 +376,7 @@ def float_svdf_model(features: int, filters: int, memory: int, rank: int, seed: 
     tflite.OperatorAddBuiltinOptionsType(b, tflite.BuiltinOptions.SVDFOptions)
     tflite.OperatorAddBuiltinOptions(b, svdf_options)
     operator = tflite.OperatorEnd(b)
-    tensor_vector, operators = tables(tensors), tables([operator])
+    tensor_vector, operators = tables(offsets), tables([operator])
     graph_inputs, graph_outputs = vector(np.array([0], np.int32)), vector(np.array([5], np.int32))
     tflite.SubGraphStart(b)
     tflite.SubGraphAddTensors(b, tensor_vector)
@@ -357,9 +390,10 @@ def float_svdf_model(features: int, filters: int, memory: int, rank: int, seed: 
     tflite.OperatorCodeAddVersion(b, 1)
     codes = tables([tflite.OperatorCodeEnd(b)])
     buffer_offsets = []
-    for index in range(len(names) + 1):
-        content = constants.get(index - 1)
-        raw_offset = vector(np.frombuffer(content.tobytes(), np.uint8)) if content is not None else None
+    for content in [None, *(t.data for t in tensors)]:
+        raw_offset = None
+        if content is not None and content.size:
+            raw_offset = vector(np.frombuffer(np.ascontiguousarray(content).tobytes(), np.uint8))
         tflite.BufferStart(b)
         if raw_offset is not None:
             tflite.BufferAddData(b, raw_offset)

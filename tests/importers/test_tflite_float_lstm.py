@@ -150,3 +150,62 @@ def test_a_float_lstm_it_cannot_translate_is_refused_naming_the_operator(
     with pytest.raises(ModelError) as caught:
         pipeline.load_model(path)
     assert str(caught.value) == f"{path}: {PREFIX}{message}"
+
+
+def _patched_twin(qgraph: Graph) -> bytes:
+    """TensorFlow's trained_lstm_int8 with its LSTM's integers and scales replaced, in place, by those
+    Fixpoint chose for the float model (the same shapes and types: every vector keeps its length)."""
+    node = _lstm(qgraph)
+    raw = tflm.model("trained_lstm_int8").read_bytes()
+    data = bytearray(raw)
+    model = tflite.Model.GetRootAsModel(raw, 0)
+    graph = model.Subgraphs(0)
+    op = graph.Operators(0)
+
+    def put(index: int, scale: float, zero_point: int, values: np.ndarray | None = None) -> None:
+        t = graph.Tensors(index)
+        quant = t.Quantization()
+        struct.pack_into("<f", data, _vector(quant, 8), scale)
+        struct.pack_into("<q", data, _vector(quant, 10), zero_point)
+        if values is not None:
+            buffer = model.Buffers(t.Buffer())
+            start = _vector(buffer, 4)
+            assert buffer.DataLength() == values.nbytes
+            data[start : start + values.nbytes] = values.tobytes()
+
+    hidden, cell = node.attr("hidden_state"), node.attr("cell_state")
+    for position, name in zip(range(13), node.inputs, strict=True):
+        tflite_position = position if position < 9 else position + 3  # no peepholes (9-11)
+        quant = qgraph.tensor(name).quant
+        assert quant is not None
+        values = None if position == 0 else np.ascontiguousarray(qgraph.constant(name))
+        put(int(op.Inputs(tflite_position)), float(quant.scale), int(quant.zero_point), values)
+    put(int(op.Inputs(tflm.LSTM_HIDDEN_INPUT)), hidden["scale"], hidden["zero_point"])
+    put(int(op.Inputs(tflm.LSTM_CELL_INPUT)), cell["scale"], 0)
+    put(int(op.Outputs(0)), hidden["scale"], hidden["zero_point"])
+    return bytes(data)
+
+
+def test_tflm_runs_the_quantized_lstm_as_the_reference_does(
+    quantized: pipeline.QuantizeResult, tmp_path: Path
+) -> None:
+    """Fixpoint's quantization of the float model written into TensorFlow's int8 twin (its integers and
+    scales in place of TensorFlow's): TFLM's interpreter takes it and its LSTM layer computes the
+    reference's bytes, invoke after invoke."""
+    qgraph = quantized.qgraph
+    path = tmp_path / "ours.tflite"
+    path.write_bytes(_patched_twin(qgraph))
+    quant = qgraph.tensor(qgraph.inputs[0]).quant
+    assert quant is not None
+    x, _ = tflm.mnist_digits(INVOKES, seed=6)
+    q = quantize_activation(x, float(quant.scale), int(quant.zero_point))
+    out = _lstm(qgraph).outputs[0]
+    ours = int8_exec.run(qgraph, {qgraph.inputs[0]: q})[out]
+    interpreter = tflm.interpreter(path)
+    index = int(tflite.Model.GetRootAsModel(path.read_bytes(), 0).Subgraphs(0).Operators(0).Outputs(0))
+    theirs = []
+    for row in q:
+        interpreter.set_input(row[np.newaxis], 0)
+        interpreter.invoke()
+        theirs.append(np.array(interpreter.GetTensor(index, 0)["tensor_data"]).reshape(ours.shape[1:]))
+    assert np.array_equal(ours, np.stack(theirs))

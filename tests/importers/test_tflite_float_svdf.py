@@ -157,3 +157,39 @@ def test_a_float_svdf_it_cannot_translate_is_refused_naming_the_operator(
     with pytest.raises(ModelError) as caught:
         pipeline.load_model(path)
     assert str(caught.value) == f"{path}: operator 0 {message}"
+
+
+def test_tflm_runs_the_quantized_layer_as_the_reference_does(
+    quantized: pipeline.QuantizeResult, tmp_path: Path
+) -> None:
+    """The quantized layer written back as an int8 .tflite (Fixpoint's integers and scales) is a model
+    TFLM accepts - its int8 SVDF checks the bias scale is s_state * s_time - and TFLM's interpreter
+    computes the reference's bytes, invoke after invoke."""
+    qgraph = quantized.qgraph
+    node = _svdf(qgraph)
+
+    def tensor(name: str, data: np.ndarray | None = None) -> tflm.SvdfTensor:
+        t = qgraph.tensor(name)
+        assert t.quant is not None
+        dtype = {"int8": np.int8, "int16": np.int16, "int32": np.int32}[t.quant.dtype.label]
+        values = np.zeros(0, dtype) if data is None else data.astype(dtype)
+        return tflm.SvdfTensor(t.shape, values, float(t.quant.scale), int(t.quant.zero_point))
+
+    state = node.attr("state")
+    state_tensor = tflm.SvdfTensor((1, FILTERS * MEMORY), np.zeros(0, np.int16), state["scale"], 0)
+    tensors = [
+        tensor(node.inputs[0]),
+        *(tensor(name, qgraph.constant(name)) for name in node.inputs[1:]),
+        state_tensor,
+        tensor(node.outputs[0]),
+    ]
+    path = tmp_path / "int8.tflite"
+    path.write_bytes(tflm.svdf_model(tensors, RANK))
+    x = np.random.default_rng(8).standard_normal((INVOKES, FEATURES)).astype(np.float32)
+    quant = qgraph.tensor(qgraph.inputs[0]).quant
+    assert quant is not None
+    q = quantize_activation(x, float(quant.scale), int(quant.zero_point))
+    ours = int8_exec.run(qgraph, {qgraph.inputs[0]: q})[qgraph.outputs[0]]
+    theirs = np.concatenate(tflm.outputs(tflm.interpreter(path), q))
+    assert np.array_equal(ours, theirs)
+    assert np.unique(ours).size >= 30  # many values: not a saturated layer
