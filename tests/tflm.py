@@ -7,6 +7,7 @@ tests/needs.py).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -264,3 +265,144 @@ def outputs(interpreter: Any, samples: np.ndarray) -> list[np.ndarray]:
         interpreter.invoke()
         result.append(interpreter.get_output(0))
     return result
+
+
+def mnist_digits(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` inputs (count, 28, 28) for mnist_lstm in [0, 1] (its evaluate.py's /255) made from TFLM's ten
+    sample digits (examples/mnist_lstm/samples/sample<k>.png is digit k): each rolled by up to 3 pixels
+    with seeded noise of 0.05 added; and their labels. Skipped when the samples are absent."""
+    from PIL import Image
+
+    folder = repo() / _EXAMPLES / "mnist_lstm" / "samples"
+    if not (folder / "sample0.png").is_file():
+        needs.absent(f"mnist_lstm's sample digits not found in the TFLM checkout {repo()}")
+    samples = [np.asarray(Image.open(folder / f"sample{k}.png"), np.float32) / 255 for k in range(10)]
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, count)
+    shifts = rng.integers(-3, 4, (count, 2))
+    images = np.stack(
+        [np.roll(samples[k], tuple(s), axis=(0, 1)) for k, s in zip(labels, shifts, strict=True)]
+    )
+    noisy = np.clip(images + 0.05 * rng.standard_normal(images.shape), 0.0, 1.0)
+    return noisy.astype(np.float32), labels.astype(np.int64)
+
+
+def float_svdf_model(features: int, filters: int, memory: int, rank: int, seed: int) -> bytes:
+    """A one-operator float32 .tflite: SVDF over input (1, features) with seeded random feature weights
+    (filters, features), time weights (filters, memory) and bias (filters / rank,), its activation state a
+    float32 variable tensor (1, filters * memory), no fused activation (no float SVDF model ships with
+    TFLM)."""
+    rng = np.random.default_rng(seed)
+    units = filters // rank
+    constants = {
+        1: (rng.standard_normal((filters, features)) / np.sqrt(features)).astype(np.float32),
+        2: (rng.standard_normal((filters, memory)) / np.sqrt(memory)).astype(np.float32),
+        3: (0.1 * rng.standard_normal(units)).astype(np.float32),
+    }
+    shapes = [
+        (1, features),
+        (filters, features),
+        (filters, memory),
+        (units,),
+        (1, filters * memory),
+        (1, units),
+    ]
+    tensors = [SvdfTensor(shape, constants.get(i, np.zeros(0, np.float32))) for i, shape in enumerate(shapes)]
+    return svdf_model(tensors, rank)
+
+
+@dataclasses.dataclass(frozen=True)
+class SvdfTensor:
+    """One tensor of svdf_model: its shape, its data's type (and its data, when a constant; empty
+    otherwise) and its quantization (scale None: a float tensor)."""
+
+    shape: tuple[int, ...]
+    data: np.ndarray
+    scale: float | None = None
+    zero_point: int = 0
+
+
+_TFLITE_TYPES = {"float32": "FLOAT32", "int8": "INT8", "int16": "INT16", "int32": "INT32"}
+_SVDF_NAMES = ("input", "weights_feature", "weights_time", "bias", "activation_state", "output")
+
+
+def svdf_model(tensors: list[SvdfTensor], rank: int) -> bytes:
+    """A one-operator .tflite: SVDF of the six tensors (input, feature weights, time weights, bias,
+    activation state - a variable tensor -, output), written with the tflite package's flatbuffer builder:
+    a float model, or an int8 one with the scales given."""
+    import flatbuffers
+    import tflite
+
+    b = flatbuffers.Builder(1 << 16)
+
+    def vector(array: np.ndarray) -> int:
+        return int(b.CreateNumpyVector(np.ascontiguousarray(array)))
+
+    def tables(offsets: list[int]) -> int:
+        b.StartVector(4, len(offsets), 4)
+        for offset in reversed(offsets):
+            b.PrependUOffsetTRelative(offset)
+        return int(b.EndVector())
+
+    offsets = []
+    for index, (name, t) in enumerate(zip(_SVDF_NAMES, tensors, strict=True)):
+        quant = None
+        if t.scale is not None:
+            s_offset = vector(np.array([t.scale], np.float32))
+            z_offset = vector(np.array([t.zero_point], np.int64))
+            tflite.QuantizationParametersStart(b)
+            tflite.QuantizationParametersAddScale(b, s_offset)
+            tflite.QuantizationParametersAddZeroPoint(b, z_offset)
+            quant = tflite.QuantizationParametersEnd(b)
+        name_offset, shape_offset = b.CreateString(name), vector(np.array(t.shape, np.int32))
+        tflite.TensorStart(b)
+        tflite.TensorAddName(b, name_offset)
+        tflite.TensorAddShape(b, shape_offset)
+        tflite.TensorAddType(b, getattr(tflite.TensorType, _TFLITE_TYPES[t.data.dtype.name]))
+        tflite.TensorAddBuffer(b, index + 1 if t.data.size else 0)
+        if quant is not None:
+            tflite.TensorAddQuantization(b, quant)
+        tflite.TensorAddIsVariable(b, index == SVDF_STATE_INPUT)
+        offsets.append(tflite.TensorEnd(b))
+    tflite.SVDFOptionsStart(b)
+    tflite.SVDFOptionsAddRank(b, rank)
+    tflite.SVDFOptionsAddFusedActivationFunction(b, tflite.ActivationFunctionType.NONE)
+    svdf_options = tflite.SVDFOptionsEnd(b)
+    op_inputs, op_outputs = vector(np.arange(5, dtype=np.int32)), vector(np.array([5], np.int32))
+    tflite.OperatorStart(b)
+    tflite.OperatorAddOpcodeIndex(b, 0)
+    tflite.OperatorAddInputs(b, op_inputs)
+    tflite.OperatorAddOutputs(b, op_outputs)
+    tflite.OperatorAddBuiltinOptionsType(b, tflite.BuiltinOptions.SVDFOptions)
+    tflite.OperatorAddBuiltinOptions(b, svdf_options)
+    operator = tflite.OperatorEnd(b)
+    tensor_vector, operators = tables(offsets), tables([operator])
+    graph_inputs, graph_outputs = vector(np.array([0], np.int32)), vector(np.array([5], np.int32))
+    tflite.SubGraphStart(b)
+    tflite.SubGraphAddTensors(b, tensor_vector)
+    tflite.SubGraphAddInputs(b, graph_inputs)
+    tflite.SubGraphAddOutputs(b, graph_outputs)
+    tflite.SubGraphAddOperators(b, operators)
+    subgraph = tflite.SubGraphEnd(b)
+    tflite.OperatorCodeStart(b)
+    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, tflite.BuiltinOperator.SVDF)
+    tflite.OperatorCodeAddBuiltinCode(b, tflite.BuiltinOperator.SVDF)
+    tflite.OperatorCodeAddVersion(b, 1)
+    codes = tables([tflite.OperatorCodeEnd(b)])
+    buffer_offsets = []
+    for content in [None, *(t.data for t in tensors)]:
+        raw_offset = None
+        if content is not None and content.size:
+            raw_offset = vector(np.frombuffer(np.ascontiguousarray(content).tobytes(), np.uint8))
+        tflite.BufferStart(b)
+        if raw_offset is not None:
+            tflite.BufferAddData(b, raw_offset)
+        buffer_offsets.append(tflite.BufferEnd(b))
+    buffer_vector, subgraphs = tables(buffer_offsets), tables([subgraph])
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, codes)
+    tflite.ModelAddSubgraphs(b, subgraphs)
+    tflite.ModelAddBuffers(b, buffer_vector)
+    b.Finish(tflite.ModelEnd(b), b"TFL3")
+    return bytes(b.Output())

@@ -15,7 +15,7 @@ from quantcore.calibrate.errors import EmptyObserverError, NonFiniteBatchError
 from quantcore.calibrate.method import Method, RangeMethod, select_range
 from quantcore.calibrate.observer import Observer
 from quantcore.calibrate.ranges import containing_zero
-from quantcore.ir import Activation, Graph, Node
+from quantcore.ir import Activation, Graph, Node, Op
 
 
 class FloatModel(Protocol):
@@ -84,20 +84,22 @@ def observe(graph: Graph, model: FloatModel, data: DataSource, plan: Calibration
 
 
 def cell_state_nodes(graph: Graph) -> dict[str, Node]:
-    """The float LSTMs whose int16 cell state calibration ranges (an imported int8 LSTM brings its own
-    scale), by the key their range has in the Calibration (quantcore.scheme.recurrent.cell_state_key)."""
+    """The float LSTMs whose int16 cell state and the float SVDFs whose int16 state calibration ranges (an
+    imported int8 layer brings its own scale), by the key their range has in the Calibration
+    (quantcore.scheme.recurrent.cell_state_key)."""
     from quantcore.scheme.recurrent import cell_state_key, needs_cell_range
 
     return {cell_state_key(n): n for n in graph.nodes if needs_cell_range(graph, n)}
 
 
 def _cell_states(graph: Graph, node: Node, values: Mapping[str, np.ndarray]) -> np.ndarray:
-    """The cell state of every step, by the IR float executor from the layer's observed input (the ONNX
-    model's LSTM returns only the last step's)."""
-    from quantcore.runtime.recurrent_float import lstm_cell_states
+    """The cell state of every step (an SVDF: the values entering its state), by the IR float executor
+    from the layer's observed input (the ONNX model's LSTM returns only the last step's)."""
+    from quantcore.runtime.recurrent_float import lstm_cell_states, svdf_states
 
-    args = [values[node.inputs[0]], *(graph.constant(n).astype(np.float64) for n in node.inputs[1:])]
-    return lstm_cell_states(node, args, graph)
+    constants = (graph.constant(n).astype(np.float64) if n else None for n in node.inputs[1:])
+    args = [values[node.inputs[0]], *constants]
+    return (svdf_states if node.op is Op.SVDF else lstm_cell_states)(node, args, graph)
 
 
 def select(

@@ -1,4 +1,5 @@
-"""TFLite's recurrent operators -> IR nodes: SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM of an int8 model.
+"""TFLite's recurrent operators -> IR nodes: SVDF and UNIDIRECTIONAL_SEQUENCE_LSTM of an int8 model, and of
+a float model (float constants; calibration and quantization give them TFLite's integer scheme).
 
 Their constants keep TensorFlow's integers and scales (float64 values q * scale, which the quantizer turns
 back into q exactly: quantcore/quantize/recurrent.py), and their state tensors - TFLite's variable
@@ -14,15 +15,10 @@ from typing import Any
 import numpy as np
 
 from quantcore.display import quoted
-from quantcore.importers._tflite_ops import _input, _output, _State
+from quantcore.importers._tflite_ops import _float_constant, _input, _output, _State
 from quantcore.importers._tflite_read import TflModel, TflOperator
 from quantcore.ir import DType, Node, Op, QuantParams, Tensor
 
-FLOAT_RECURRENT = (
-    "Fixpoint translates recurrent layers of int8 models only (their integer scheme - gate scales, cell"
-    " state scale - comes from TensorFlow's full-integer converter); convert the model to int8 with a"
-    " representative dataset and import that .tflite"
-)
 LSTM_GATES = ("input", "forget", "cell", "output")
 """The IR's order of the LSTM gates (TFLite's tensor order)."""
 _LSTM_INPUT_WEIGHTS = (1, 2, 3, 4)
@@ -92,7 +88,8 @@ def int16_edges(model: TflModel) -> set[int]:
 
 def svdf(state: _State, op: TflOperator) -> None:
     if not state.quantized:
-        raise state.error(op, FLOAT_RECURRENT)
+        _float_svdf(state, op)
+        return
     x = _input(state, op, 0)
     y = _output(state, op)
     rank = int(op.options.get("Rank", 1))
@@ -141,12 +138,54 @@ def svdf(state: _State, op: TflOperator) -> None:
     )
 
 
+def _float_svdf(state: _State, op: TflOperator) -> None:
+    """A float32 SVDF as the IR's float SVDF (float constants, a state of no scale yet): calibration ranges
+    its state and quantization gives it TFLite's integer SVDF (quantcore/quantize/recurrent.py,
+    arm_svdf_state_s16_s8). The state is TFLite's variable tensor: kept from one invoke to the next."""
+    x = _input(state, op, 0)
+    y = _output(state, op)
+    rank = int(op.options.get("Rank", 1))
+    features = _float_weights(state, op, 1, "feature weights")
+    memory = _float_weights(state, op, 2, "time weights")
+    shape = state.tensors[x].shape
+    if len(state.tensors[features].shape) != 2 or len(state.tensors[memory].shape) != 2 or len(shape) != 2:
+        raise state.error(
+            op,
+            f"has feature weights {state.tensors[features].shape} and time weights"
+            f" {state.tensors[memory].shape} for input {shape}; TFLite's SVDF takes (batch, features),"
+            " (filters, features) and (filters, memory)",
+        )
+    filters, depth = state.tensors[features].shape
+    if depth != shape[-1] or state.tensors[memory].shape[0] != filters:
+        raise state.error(op, f"has feature weights {(filters, depth)} for input {shape}")
+    if rank < 1 or filters % rank:
+        raise state.error(op, f"has rank {rank} for {filters} filters; the rank must divide them")
+    units, batch, steps = filters // rank, shape[0], state.tensors[memory].shape[1]
+    bias = ""
+    if len(op.inputs) > 3 and op.inputs[3] >= 0:
+        bias = _float_weights(state, op, 3, "bias")
+        if state.tensors[bias].shape != (units,):
+            raise state.error(op, f"its bias has shape {state.tensors[bias].shape}; expected ({units},)")
+    variable = _float_state(state, op, _SVDF_STATE, (batch, filters * steps), "activation state")
+    if state.tensors[y].shape != (batch, units):
+        raise state.error(
+            op, f"writes {state.tensors[y].shape}; an SVDF of {units} units gives {(batch, units)}"
+        )
+    attrs = {
+        "rank": rank,
+        "state": {"shape": [batch, filters * steps], "tensor": variable},
+        "fused": int(op.options.get("FusedActivationFunction", 0)),
+    }
+    state.nodes.append(Node(y, Op.SVDF, (x, features, memory, bias), (y,), attrs))
+
+
 # -- LSTM ---------------------------------------------------------------------------------------------
 
 
 def lstm(state: _State, op: TflOperator) -> None:
     if not state.quantized:
-        raise state.error(op, FLOAT_RECURRENT)
+        _float_lstm(state, op)
+        return
     x = _input(state, op, 0)
     y = _output(state, op)
     # Time-major: (time, batch, features) - the kernel's time_major flag; the first axis is still the one
@@ -190,6 +229,46 @@ def lstm(state: _State, op: TflOperator) -> None:
         "cell_activation": _CELL_ACTIVATIONS[int(op.options.get("FusedActivationFunction", 4))],
         "hidden_state": hidden_state,
         "cell_state": cell_state,
+    }
+    state.nodes.append(Node(y, Op.LSTM, (x, *inputs, *recurrent, *biases), (y,), attrs))
+
+
+def _float_lstm(state: _State, op: TflOperator) -> None:
+    """A float32 LSTM as the IR's float LSTM (the ONNX importer's form: float constants, no state scales),
+    which calibration ranges (its cell state) and quantization turns into TFLite's integer LSTM exactly as
+    for an ONNX LSTM (quantcore/quantize/recurrent.py). Its state stays TFLite's: the variable tensors
+    persist from one invoke to the next (`streaming`, as in TFLM), reset to zeros."""
+    x = _input(state, op, 0)
+    y = _output(state, op)
+    time_major = bool(op.options.get("TimeMajor", False))
+    shape = state.tensors[x].shape
+    if len(shape) != 3:
+        raise state.error(op, f"takes an input of shape {shape}; TFLite's sequence LSTM takes 3 axes")
+    batch = shape[1] if time_major else shape[0]
+    inputs = [_float_weights(state, op, p, "input weights") for p in _LSTM_INPUT_WEIGHTS]
+    recurrent = [_float_weights(state, op, p, "recurrent weights") for p in _LSTM_RECURRENT_WEIGHTS]
+    hidden = state.tensors[recurrent[0]].shape[0]
+    for name in inputs + recurrent:
+        wanted = (hidden, shape[2]) if name in inputs else (hidden, hidden)
+        if state.tensors[name].shape != wanted:
+            raise state.error(
+                op, f"has weights {quoted(name)} of shape {state.tensors[name].shape}; expected {wanted}"
+            )
+    biases = [_float_weights(state, op, p, "bias") for p in _LSTM_BIASES]
+    for name in biases:
+        if state.tensors[name].shape != (hidden,):
+            raise state.error(op, f"its bias has shape {state.tensors[name].shape}; expected ({hidden},)")
+    for position, what in ((_LSTM_HIDDEN, "hidden state"), (_LSTM_CELL, "cell state")):
+        _float_state(state, op, position, (batch, hidden), what)
+    if state.tensors[y].shape != (*shape[:2], hidden):
+        raise state.error(
+            op, f"writes {state.tensors[y].shape}; an LSTM of {hidden} units gives {(*shape[:2], hidden)}"
+        )
+    attrs = {
+        "time_major": time_major,
+        "cell_clip": float(op.options.get("CellClip", 0.0)),
+        "cell_activation": _CELL_ACTIVATIONS[int(op.options.get("FusedActivationFunction", 4))],
+        "streaming": True,
     }
     state.nodes.append(Node(y, Op.LSTM, (x, *inputs, *recurrent, *biases), (y,), attrs))
 
@@ -240,6 +319,29 @@ def _constant(state: _State, op: TflOperator, position: int, types: tuple[str, .
     quant = QuantParams(dtype, np.array(scale), np.array(0, np.int64), method="tflite")
     state.tensors[name] = Tensor(name, data.shape, data=data.astype(np.float64) * scale, quant=quant)
     return name
+
+
+def _float_weights(state: _State, op: TflOperator, position: int, what: str) -> str:
+    """A float32 constant of a float LSTM (every gate's weights and bias: TFLM's float LSTM reads all)."""
+    index = op.inputs[position]
+    data = state.const(index) if index >= 0 else None
+    if data is None:
+        raise state.error(op, f"its {what} (input {position}) must be a constant")
+    return _float_constant(state, op, state.names[index], data, what)
+
+
+def _float_state(state: _State, op: TflOperator, position: int, shape: tuple[int, ...], what: str) -> str:
+    """A float layer's state must be a float32 variable tensor of the layer's shape: the layer keeps it
+    (the executors, the firmware), starting from zeros as TFLM's reset leaves it. Returns its name."""
+    index = op.inputs[position] if position < len(op.inputs) else -1
+    if index < 0 or state.const(index) is not None:
+        raise state.error(op, f"its {what} (input {position}) must be a variable tensor")
+    t = state.tensor(index)
+    if t.dtype != "FLOAT32" or tuple(t.shape) != shape:
+        raise state.error(
+            op, f"its {what} {quoted(t.name)} is {t.dtype} {list(t.shape)}; expected FLOAT32 {list(shape)}"
+        )
+    return t.name
 
 
 def _bias(

@@ -398,8 +398,9 @@ def _transpose(graph: Graph, node: Node, config: QuantConfig) -> tuple[Node, lis
 
 
 def _with_cell_states(graph: Graph, calibration: Calibration) -> Graph:
-    """A float LSTM's int16 cell state takes its scale from its calibrated range (quantize/recurrent.py)."""
-    if not any(node.op is Op.LSTM for node in graph.nodes):
+    """A float LSTM's int16 cell state, and a float SVDF's int16 state, take their scale from their
+    calibrated range (quantize/recurrent.py)."""
+    if not any(node.op in (Op.LSTM, Op.SVDF) for node in graph.nodes):
         return graph
     from quantcore.quantize import recurrent
 

@@ -7,6 +7,10 @@ SVDF (arm_svdf_s8 / arm_svdf_state_s16_s8):
   output multiplier = QuantizeMultiplier(double(float32 s_state * s_wt / s_out))
   the new state value is clamped to the state type's range, the output to int8's (TFLM's int8 SVDF
   applies no fused activation).
+  A float SVDF (a float .tflite) takes TFLite's quantizer's scheme: int8 feature weights (max|w| / 127),
+  int16 time weights of 10 bits (max|w| / 512), an int16 symmetric state over its calibrated range
+  (max / 32767), an int32 bias at s_state * s_wt; a fused activation is what the calibrated output
+  range clamps (RELU: zero point -128).
 LSTM (arm_lstm_unidirectional_s8; _s16 for TensorFlow's 16x8 LSTM - int16 input and hidden state, int64
 biases, the same parameters), TFLite's integer LSTM: every gate's two products requantize to Q3.12
 (scale 2^-12, int16), the gates' outputs are Q0.15 (2^-15), and
@@ -31,7 +35,13 @@ import numpy as np
 from quantcore.ir import DType, Graph, Node, Op, QuantParams, Tensor
 from quantcore.quantize.params import QuantizationError
 from quantcore.scheme.arith import quantize_bias, quantize_weights, weight_scales
-from quantcore.scheme.recurrent import GATES, cell_state_key, is_float_lstm, needs_cell_range
+from quantcore.scheme.recurrent import (
+    GATES,
+    cell_state_key,
+    is_float_lstm,
+    is_float_recurrent,
+    needs_cell_range,
+)
 from quantcore.scheme.scaling import quantize_multiplier
 
 GATE_INPUT_SCALE = 2.0**-12
@@ -62,8 +72,9 @@ def integers(graph: Graph, name: str, node: Node, role: str) -> Tensor:
     quant = tensor.quant
     if quant is None or quant.dtype not in _INTEGER_TYPES or tensor.data is None:
         raise QuantizationError(
-            f"layer {node.name!r}: its {role} {name!r} has no imported integer scale; recurrent layers are"
-            " quantized from an int8 .tflite only"
+            f"layer {node.name!r}: its {role} {name!r} has no imported integer scale, though the layer's"
+            " weights have one; every constant of an int8 .tflite's recurrent layer has - re-convert the"
+            " model"
         )
     q = np.round(np.asarray(tensor.data, np.float64) / float(quant.scale))
     info = np.iinfo(_INTEGER_TYPES[quant.dtype])
@@ -88,14 +99,19 @@ def _f32(value: float) -> np.float32:
 
 def _svdf(graph: Graph, node: Node) -> tuple[Node, list[Tensor]]:
     x, wf_name, wt_name, b_name = node.inputs
-    state = node.attr("state")
     s_in, zp_in = _scale_zp(graph, x)
     s_out, zp_out = _scale_zp(graph, node.outputs[0])
-    wf = integers(graph, wf_name, node, "weights_feature")
-    wt = integers(graph, wt_name, node, "weights_time")
-    constants = [wf, wt]
-    if b_name:
-        constants.append(integers(graph, b_name, node, "bias"))
+    if is_float_recurrent(graph, node):
+        node = _float_svdf_state(node)
+        wf, wt, bias = _float_svdf_constants(graph, node)
+        constants = [wf, wt, *([bias] if bias is not None else [])]
+    else:
+        wf = integers(graph, wf_name, node, "weights_feature")
+        wt = integers(graph, wt_name, node, "weights_time")
+        constants = [wf, wt]
+        if b_name:
+            constants.append(integers(graph, b_name, node, "bias"))
+    state = node.attr("state")
     s_state = _f32(state["scale"])
     s_wf, s_wt = _f32(float(wf.quant.scale)), _f32(float(wt.quant.scale))  # type: ignore[union-attr]
     # TFLM multiplies and divides the float32 scales in float32 before widening to double.
@@ -115,6 +131,8 @@ def _svdf(graph: Graph, node: Node) -> tuple[Node, list[Tensor]]:
         "output_activation": [-128, 127],
         "state_zero_point": int(state["zero_point"]),
     }
+    if is_float_recurrent(graph, node):  # what the params file needs to rebuild the layer
+        params["state_scale"] = float(state["scale"])
     kernel = "arm_svdf_state_s16_s8" if wide else "arm_svdf_s8"
     inputs = (x, wf.name, wt.name, constants[2].name if b_name else "")
     return node.evolve(inputs=inputs).with_attrs(kernel=kernel, params=params), constants
@@ -190,17 +208,66 @@ def cell_scale(lo: float, hi: float) -> float:
     return float(2.0 ** (pot - 15))
 
 
+def state_scale(lo: float, hi: float) -> float:
+    """TFLite's int16 SVDF state (a 16-bit state tensor of its quantizer): symmetric, max(|lo|, |hi|) /
+    32767 (GetSymmetricQuantizationParams); 1 / 32767 for a state never seen away from 0."""
+    peak = max(abs(lo), abs(hi))
+    return float(peak / 32767) if peak > 0 else 1 / 32767
+
+
 def with_cell_states(graph: Graph, ranges: Mapping[str, tuple[float, float]]) -> Graph:
-    """Each float LSTM with its calibrated int16 cell state (the node's cell_state attribute)."""
+    """Each float LSTM with its calibrated int16 cell state (the node's cell_state attribute), each float
+    SVDF with its calibrated int16 state (its state attribute's dtype, scale and zero point)."""
     for node in graph.nodes:
         if not needs_cell_range(graph, node):
             continue
         key = cell_state_key(node)
         if key not in ranges:
             raise QuantizationError(f"layer {node.name!r}: its cell state has no calibrated range")
-        cell = {"dtype": DType.INT16.label, "scale": cell_scale(*ranges[key]), "zero_point": 0}
-        graph = graph.replace_node(node, [node.with_attrs(cell_state=cell)])
+        if node.op is Op.SVDF:
+            state = {**node.attr("state"), "dtype": DType.INT16.label, "zero_point": 0}
+            replaced = node.with_attrs(state={**state, "scale": state_scale(*ranges[key])})
+        else:
+            cell = {"dtype": DType.INT16.label, "scale": cell_scale(*ranges[key]), "zero_point": 0}
+            replaced = node.with_attrs(cell_state=cell)
+        graph = graph.replace_node(node, [replaced])
     return graph
+
+
+TIME_WEIGHT_RANGE = 512.0
+"""TFLite's SVDF time weights: int16 holding 10 bits, scale max|w| / 512 (its quantizer's number_of_bits
+10: the other 6 bits are left for the sum over the memory)."""
+
+
+def _float_svdf_state(node: Node) -> Node:
+    """The int16 state as calibrated, or as a params file records it (state_scale)."""
+    state = node.attr("state")
+    if "scale" not in state:
+        params = node.attr("params") or {}
+        if "state_scale" not in params:
+            raise QuantizationError(f"layer {node.name!r}: its state has no scale (calibrate it)")
+        scale = float(params["state_scale"])
+        state = {**state, "dtype": DType.INT16.label, "scale": scale, "zero_point": 0}
+    return node.with_attrs(state=state)
+
+
+def _float_svdf_constants(graph: Graph, node: Node) -> tuple[Tensor, Tensor, Tensor | None]:
+    """TFLite's quantization of a float SVDF: per-tensor symmetric int8 feature weights (max|w| / 127),
+    int16 time weights of 10 bits (max|w| / 512, rounded and held within +-32767) and int32 biases at
+    s_state * s_time (its derived bias scale)."""
+    wf, _ = _int8_weights(graph, node.inputs[1], f"{node.name}.weights_feature")
+    w = graph.constant(node.inputs[2]).astype(np.float32)
+    peak = float(np.abs(w).max(initial=0.0))
+    s_time = float(np.float32(peak) / np.float32(TIME_WEIGHT_RANGE)) if peak > 0 else 1.0
+    q = np.clip(np.round(w.astype(np.float64) / s_time), -32767, 32767).astype(np.int16)
+    quant = QuantParams(DType.INT16, np.asarray(s_time), np.array(0, np.int64))
+    wt = Tensor(f"{node.name}.weights_time", q.shape, DType.INT16, q, quant=quant)
+    if not node.inputs[3]:
+        return wf, wt, None
+    s_state = float(node.attr("state")["scale"])
+    b = quantize_bias(graph.constant(node.inputs[3]), s_state, np.asarray(s_time))
+    b_quant = QuantParams(DType.INT32, np.asarray(s_state * s_time), np.array(0, np.int64))
+    return wf, wt, Tensor(f"{node.name}.bias", b.shape, DType.INT32, b, quant=b_quant)
 
 
 def _float_states(graph: Graph, node: Node) -> Node:
@@ -282,5 +349,6 @@ __all__ = [
     "cell_scale",
     "integers",
     "quantize",
+    "state_scale",
     "with_cell_states",
 ]

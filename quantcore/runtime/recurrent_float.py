@@ -59,6 +59,13 @@ def svdf(node: Node, args: list[Any], graph: Graph) -> Array:
     return np.concatenate(outputs)
 
 
+def svdf_states(node: Node, args: list[Any], graph: Graph) -> Array:
+    """The values an SVDF writes into its state (samples, filters): each input's feature projections, the
+    intermediate whose range calibration takes for the int16 state."""
+    x, wf = args[0], args[1]
+    return np.asarray(x @ wf.T)
+
+
 def lstm(node: Node, args: list[Any], graph: Graph) -> Array:
     hidden = _lstm(node, args, graph)[0]
     return hidden[:, -1] if node.attr("last_step", False) else hidden

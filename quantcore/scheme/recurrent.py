@@ -16,18 +16,25 @@ GATES = ("input", "forget", "cell", "output")
 
 
 def cell_state_key(node: Node) -> str:
-    """The name a float LSTM's cell-state range has in the Calibration (not a tensor of the graph)."""
-    return f"{node.name}:cell_state"
+    """The name a float LSTM's cell-state range (a float SVDF's state range) has in the Calibration (not
+    a tensor of the graph)."""
+    return f"{node.name}:state" if node.op is Op.SVDF else f"{node.name}:cell_state"
 
 
 def is_float_lstm(graph: Graph, node: Node) -> bool:
-    """An LSTM with float weights (imported from ONNX), quantized here rather than by TensorFlow."""
-    return node.op is Op.LSTM and graph.tensor(node.inputs[1]).quant is None
+    """An LSTM with float weights (from ONNX or a float .tflite), quantized here rather than by
+    TensorFlow."""
+    return node.op is Op.LSTM and is_float_recurrent(graph, node)
+
+
+def is_float_recurrent(graph: Graph, node: Node) -> bool:
+    """An LSTM or SVDF with float weights, quantized here rather than by TensorFlow."""
+    return node.op in (Op.LSTM, Op.SVDF) and graph.tensor(node.inputs[1]).quant is None
 
 
 def needs_cell_range(graph: Graph, node: Node) -> bool:
-    """Calibration must range this node's cell state (it has no imported scale)."""
-    return is_float_lstm(graph, node)
+    """Calibration must range this node's cell state, or an SVDF's state (it has no imported scale)."""
+    return is_float_recurrent(graph, node)
 
 
 def lstm_constants(
@@ -38,4 +45,11 @@ def lstm_constants(
     return arrays[0:4], arrays[4:8], arrays[8:12]
 
 
-__all__ = ["GATES", "cell_state_key", "is_float_lstm", "lstm_constants", "needs_cell_range"]
+__all__ = [
+    "GATES",
+    "cell_state_key",
+    "is_float_lstm",
+    "is_float_recurrent",
+    "lstm_constants",
+    "needs_cell_range",
+]

@@ -271,7 +271,8 @@ KERNELS: Mapping[Op, KernelSupport] = {
             ("arm_svdf_s8", "arm_svdf_state_s16_s8"),
             (),
             "From an int8 .tflite: int8 state and time weights (arm_svdf_s8) or int16"
-            " (arm_svdf_state_s16_s8); the state persists between inferences.",
+            " (arm_svdf_state_s16_s8); from a float .tflite, calibrated: int16 (arm_svdf_state_s16_s8). The"
+            " state persists between inferences.",
         ),
         KernelSupport(
             Op.LSTM,
@@ -279,8 +280,8 @@ KERNELS: Mapping[Op, KernelSupport] = {
             (),
             "From an int8 .tflite (arm_lstm_unidirectional_s16: TensorFlow's 16x8 form at the model's input"
             " and output), batch-major or time-major, hidden and cell state persisting between inferences;"
-            " or a float ONNX LSTM (each inference from the zero state). No peepholes, projection or layer"
-            " norm.",
+            " a float .tflite LSTM, calibrated (its state persisting too); or a float ONNX LSTM (each"
+            " inference from the zero state). No peepholes, projection or layer norm.",
         ),
     )
 }

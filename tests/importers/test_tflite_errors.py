@@ -178,14 +178,6 @@ REFUSED_MODELS = {
         " for bit; convert with int16 state (TFLM's keyword_scrambled.tflite form, arm_svdf_state_s16_s8) or"
         " a state zero point of 0",
     ),
-    "a_float_lstm_is_refused": (
-        "trained_lstm",
-        "float.tflite",
-        "float.tflite: operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM, output 'tfl.unidirectional_sequence_lstm'):"
-        " Fixpoint translates recurrent layers of int8 models only (their integer scheme - gate scales, cell"
-        " state scale - comes from TensorFlow's full-integer converter); convert the model to int8 with a"
-        " representative dataset and import that .tflite",
-    ),
     "tflms_signal_library_is_named_as_feature_extraction": (
         "audio_preprocessor_int8",
         "bad.tflite",
