@@ -415,3 +415,14 @@ def test_a_c_offset_is_compared_with_its_recurrent_layer(svdf_tree: Path, tmp_pa
     line = seeded.count("\n", 0, at)
     column = at - (seeded.rfind("\n", 0, at) + 1)
     assert found[0].span == Span(line, column, line, column + 1)
+
+
+def test_a_float_svdfs_state_scale_is_a_row_of_its_hover() -> None:
+    """A float SVDF's params carry the calibrated state scale the multipliers came from (an int8 .tflite's
+    do not: its state scale is the model's), and the layer's hover lists it with its value."""
+    from fixpoint_server.features.kernel_docs import layer_rows
+
+    rows = layer_rows({"op": "svdf", "params": {"rank": 2, "state_zero_point": 0, "state_scale": 0.0005}})
+    assert rows[3].startswith("| rank | 2 |")
+    assert rows[-1].startswith("| state_scale | 0.0005 | a float SVDF's int16 state scale")
+    assert not any("state_scale" in row for row in layer_rows({"op": "svdf", "params": {"rank": 2}}))

@@ -168,6 +168,8 @@ _LAYER_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
         ("output_shift", "its exponent (> 0: left)"),
         *STRUCTS["cmsis_nn_svdf_params"][3:],
         ("state_zero_point", "the state's zero point: 0, as the CMSIS-NN kernels subtract none"),
+        ("state_scale", "a float SVDF's int16 state scale, max |state| / 32767 over its calibrated range:"
+         " the input and output multipliers are computed from it"),
     ),
 }  # fmt: skip
 
