@@ -37,7 +37,7 @@ def lenet5() -> nn.Module:
     )
 
 
-def _conv_bn(
+def conv_bn(
     cin: int, cout: int, k: int = 3, stride: int = 1, groups: int = 1, act: type[nn.Module] | None = nn.ReLU
 ) -> list[nn.Module]:
     layers: list[nn.Module] = [
@@ -49,11 +49,11 @@ def _conv_bn(
 
 def convbn() -> nn.Module:
     return nn.Sequential(
-        *_conv_bn(1, 16),
+        *conv_bn(1, 16),
         nn.MaxPool2d(2),  # 16x14x14
-        *_conv_bn(16, 32),
+        *conv_bn(16, 32),
         nn.MaxPool2d(2),  # 32x7x7
-        *_conv_bn(32, 64),
+        *conv_bn(32, 64),
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
         nn.Linear(64, 10),
@@ -61,12 +61,12 @@ def convbn() -> nn.Module:
 
 
 def _ds_block(cin: int, cout: int, stride: int) -> list[nn.Module]:
-    return [*_conv_bn(cin, cin, 3, stride, groups=cin, act=nn.ReLU6), *_conv_bn(cin, cout, 1, act=nn.ReLU6)]
+    return [*conv_bn(cin, cin, 3, stride, groups=cin, act=nn.ReLU6), *conv_bn(cin, cout, 1, act=nn.ReLU6)]
 
 
 def dscnn() -> nn.Module:
     return nn.Sequential(
-        *_conv_bn(1, 32, 3, 2, act=nn.ReLU6),  # 32x14x14
+        *conv_bn(1, 32, 3, 2, act=nn.ReLU6),  # 32x14x14
         *_ds_block(32, 64, 1),
         *_ds_block(64, 64, 2),  # 64x7x7
         *_ds_block(64, 64, 1),
@@ -82,9 +82,9 @@ class InvertedResidual(nn.Module):
         super().__init__()
         hidden = cin * expand
         self.body = nn.Sequential(
-            *_conv_bn(cin, hidden, 1, act=nn.ReLU6),
-            *_conv_bn(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
-            *_conv_bn(hidden, cout, 1, act=None),  # linear bottleneck
+            *conv_bn(cin, hidden, 1, act=nn.ReLU6),
+            *conv_bn(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
+            *conv_bn(hidden, cout, 1, act=None),  # linear bottleneck
         )
         self.residual = stride == 1 and cin == cout
 
@@ -95,14 +95,14 @@ class InvertedResidual(nn.Module):
 
 def mbv2() -> nn.Module:
     return nn.Sequential(
-        *_conv_bn(1, 16, 3, 1, act=nn.ReLU6),  # 16x28x28
+        *conv_bn(1, 16, 3, 1, act=nn.ReLU6),  # 16x28x28
         InvertedResidual(16, 16, 2, 2),  # 16x14x14
         InvertedResidual(16, 16, 1, 4),  # residual
         InvertedResidual(16, 24, 2, 4),  # 24x7x7
         InvertedResidual(24, 24, 1, 4),  # residual
         InvertedResidual(24, 32, 1, 4),
         InvertedResidual(32, 32, 1, 4),  # residual
-        *_conv_bn(32, 64, 1, act=nn.ReLU6),
+        *conv_bn(32, 64, 1, act=nn.ReLU6),
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
         nn.Linear(64, 10),

@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE.parents[1] / "bench" / "fashion_mnist"))
 
 import fmnist  # noqa: E402  (bench/fashion_mnist: the idx reader, the data folder, the class names)
 from fitting import fit  # noqa: E402  (the training loop the benchmark networks share)
-from models import _conv_bn  # noqa: E402
+from models import conv_bn  # noqa: E402
 
 # bench/fashion_mnist/train.py (the ONNX export and its check), loaded under another name than this file's.
 _spec = importlib.util.spec_from_file_location(
@@ -67,8 +67,8 @@ class Block(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int, residual: bool = False) -> None:
         super().__init__()
         self.residual = residual and stride == 1 and cin == cout
-        self.dw = nn.Sequential(*_conv_bn(cin, cin, 3, stride, groups=cin, act=nn.ReLU6))
-        self.pw = nn.Sequential(*_conv_bn(cin, cout, 1, act=None if self.residual else nn.ReLU6))
+        self.dw = nn.Sequential(*conv_bn(cin, cin, 3, stride, groups=cin, act=nn.ReLU6))
+        self.pw = nn.Sequential(*conv_bn(cin, cout, 1, act=None if self.residual else nn.ReLU6))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.pw(self.dw(x))
@@ -78,7 +78,7 @@ class Block(nn.Module):
 class FashionNet(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.stem = nn.Sequential(*_conv_bn(1, 16, 3, 2, act=nn.ReLU6))  # 16x14x14
+        self.stem = nn.Sequential(*conv_bn(1, 16, 3, 2, act=nn.ReLU6))  # 16x14x14
         self.block1 = Block(16, 32, 1)  # 32x14x14
         self.block2 = Block(32, 32, 2)  # 32x7x7
         self.block3 = Block(32, 32, 1, residual=True)  # 32x7x7

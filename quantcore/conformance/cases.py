@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -113,8 +112,3 @@ def integer_define(value: int | float | str, name: str, json_path: Path) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise VectorCaseError(str(json_path), f"define {name} is {value!r}, not an integer")
     return value
-
-
-def layer_keys(defines: dict[str, int | float | str], pattern: re.Pattern[str]) -> list[re.Match[str]]:
-    """Matches of `pattern` over the define names, for wiring networks from their layer names."""
-    return [m for m in (pattern.match(k) for k in defines) if m]
