@@ -8,6 +8,7 @@ tests/needs.py).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -115,15 +116,7 @@ def lstm_model(raw: bytes, steps: int, batch: int, time_major: bool, int16: bool
     table = op.BuiltinOptions()
     options.Init(table.Bytes, table.Pos)
     b = flatbuffers.Builder(1 << 16)
-
-    def vector(array: np.ndarray) -> int:
-        return int(b.CreateNumpyVector(np.ascontiguousarray(array)))
-
-    def tables(offsets: list[int]) -> int:
-        b.StartVector(4, len(offsets), 4)
-        for offset in reversed(offsets):
-            b.PrependUOffsetTRelative(offset)
-        return int(b.EndVector())
+    vector = functools.partial(_vector, b)
 
     def lead(sequence: int) -> list[int]:
         return [steps, sequence] if time_major else [sequence, steps]
@@ -178,43 +171,14 @@ def lstm_model(raw: bytes, steps: int, batch: int, time_major: bool, int16: bool
     tflite.UnidirectionalSequenceLSTMOptionsAddCellClip(b, options.CellClip())
     tflite.UnidirectionalSequenceLSTMOptionsAddTimeMajor(b, time_major)
     lstm_options = tflite.UnidirectionalSequenceLSTMOptionsEnd(b)
-    op_inputs, op_outputs = vector(np.array(inputs, np.int32)), vector(np.array([output], np.int32))
-    tflite.OperatorStart(b)
-    tflite.OperatorAddOpcodeIndex(b, 0)
-    tflite.OperatorAddInputs(b, op_inputs)
-    tflite.OperatorAddOutputs(b, op_outputs)
-    tflite.OperatorAddBuiltinOptionsType(b, tflite.BuiltinOptions.UnidirectionalSequenceLSTMOptions)
-    tflite.OperatorAddBuiltinOptions(b, lstm_options)
-    operator = tflite.OperatorEnd(b)
-    tensor_vector, operators = tables([t for _, t in tensors]), tables([operator])
-    graph_inputs, graph_outputs = vector(np.array([0], np.int32)), vector(np.array([output], np.int32))
-    tflite.SubGraphStart(b)
-    tflite.SubGraphAddTensors(b, tensor_vector)
-    tflite.SubGraphAddInputs(b, graph_inputs)
-    tflite.SubGraphAddOutputs(b, graph_outputs)
-    tflite.SubGraphAddOperators(b, operators)
-    subgraph = tflite.SubGraphEnd(b)
-    code = tflite.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM
-    tflite.OperatorCodeStart(b)
-    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, code)
-    tflite.OperatorCodeAddBuiltinCode(b, code)
-    tflite.OperatorCodeAddVersion(b, 1)
-    codes = tables([tflite.OperatorCodeEnd(b)])
-    buffer_offsets = []
-    for content in [b"", *data]:
-        raw_offset = vector(np.frombuffer(content, np.uint8)) if content else None
-        tflite.BufferStart(b)
-        if raw_offset is not None:
-            tflite.BufferAddData(b, raw_offset)
-        buffer_offsets.append(tflite.BufferEnd(b))
-    buffer_vector, subgraphs = tables(buffer_offsets), tables([subgraph])
-    tflite.ModelStart(b)
-    tflite.ModelAddVersion(b, 3)
-    tflite.ModelAddOperatorCodes(b, codes)
-    tflite.ModelAddSubgraphs(b, subgraphs)
-    tflite.ModelAddBuffers(b, buffer_vector)
-    b.Finish(tflite.ModelEnd(b), b"TFL3")
-    return bytes(b.Output())
+    return _one_operator_model(
+        b,
+        [t for _, t in tensors],
+        (inputs, output),
+        (tflite.BuiltinOptions.UnidirectionalSequenceLSTMOptions, lstm_options),
+        tflite.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM,
+        data,
+    )
 
 
 def repo() -> Path:
@@ -334,16 +298,7 @@ def svdf_model(tensors: list[SvdfTensor], rank: int) -> bytes:
     import tflite
 
     b = flatbuffers.Builder(1 << 16)
-
-    def vector(array: np.ndarray) -> int:
-        return int(b.CreateNumpyVector(np.ascontiguousarray(array)))
-
-    def tables(offsets: list[int]) -> int:
-        b.StartVector(4, len(offsets), 4)
-        for offset in reversed(offsets):
-            b.PrependUOffsetTRelative(offset)
-        return int(b.EndVector())
-
+    vector = functools.partial(_vector, b)
     offsets = []
     for index, (name, t) in enumerate(zip(_SVDF_NAMES, tensors, strict=True)):
         quant = None
@@ -368,16 +323,49 @@ def svdf_model(tensors: list[SvdfTensor], rank: int) -> bytes:
     tflite.SVDFOptionsAddRank(b, rank)
     tflite.SVDFOptionsAddFusedActivationFunction(b, tflite.ActivationFunctionType.NONE)
     svdf_options = tflite.SVDFOptionsEnd(b)
-    op_inputs, op_outputs = vector(np.arange(5, dtype=np.int32)), vector(np.array([5], np.int32))
+    data = [np.ascontiguousarray(t.data).tobytes() if t.data.size else b"" for t in tensors]
+    return _one_operator_model(
+        b, offsets, ([0, 1, 2, 3, 4], 5), (tflite.BuiltinOptions.SVDFOptions, svdf_options),
+        tflite.BuiltinOperator.SVDF, data,
+    )  # fmt: skip
+
+
+def _vector(b: Any, array: np.ndarray) -> int:
+    return int(b.CreateNumpyVector(np.ascontiguousarray(array)))
+
+
+def _tables(b: Any, offsets: list[int]) -> int:
+    b.StartVector(4, len(offsets), 4)
+    for offset in reversed(offsets):
+        b.PrependUOffsetTRelative(offset)
+    return int(b.EndVector())
+
+
+def _one_operator_model(
+    b: Any,
+    tensors: list[int],
+    io: tuple[list[int], int],
+    options: tuple[int, int],
+    code: int,
+    data: list[bytes],
+) -> bytes:
+    """The .tflite of one operator over `tensors` (built in `b`): its inputs and output (tensor indices,
+    the first input the graph's), its builtin options (type, table), its operator code, and the buffers'
+    contents (buffer 0 is the empty one; a tensor's buffer index counts from 1)."""
+    import tflite
+
+    inputs, output = io
+    op_inputs, op_outputs = _vector(b, np.array(inputs, np.int32)), _vector(b, np.array([output], np.int32))
     tflite.OperatorStart(b)
     tflite.OperatorAddOpcodeIndex(b, 0)
     tflite.OperatorAddInputs(b, op_inputs)
     tflite.OperatorAddOutputs(b, op_outputs)
-    tflite.OperatorAddBuiltinOptionsType(b, tflite.BuiltinOptions.SVDFOptions)
-    tflite.OperatorAddBuiltinOptions(b, svdf_options)
+    tflite.OperatorAddBuiltinOptionsType(b, options[0])
+    tflite.OperatorAddBuiltinOptions(b, options[1])
     operator = tflite.OperatorEnd(b)
-    tensor_vector, operators = tables(offsets), tables([operator])
-    graph_inputs, graph_outputs = vector(np.array([0], np.int32)), vector(np.array([5], np.int32))
+    tensor_vector, operators = _tables(b, tensors), _tables(b, [operator])
+    graph_inputs = _vector(b, np.array([inputs[0]], np.int32))
+    graph_outputs = _vector(b, np.array([output], np.int32))
     tflite.SubGraphStart(b)
     tflite.SubGraphAddTensors(b, tensor_vector)
     tflite.SubGraphAddInputs(b, graph_inputs)
@@ -385,20 +373,18 @@ def svdf_model(tensors: list[SvdfTensor], rank: int) -> bytes:
     tflite.SubGraphAddOperators(b, operators)
     subgraph = tflite.SubGraphEnd(b)
     tflite.OperatorCodeStart(b)
-    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, tflite.BuiltinOperator.SVDF)
-    tflite.OperatorCodeAddBuiltinCode(b, tflite.BuiltinOperator.SVDF)
+    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, code)
+    tflite.OperatorCodeAddBuiltinCode(b, code)
     tflite.OperatorCodeAddVersion(b, 1)
-    codes = tables([tflite.OperatorCodeEnd(b)])
+    codes = _tables(b, [tflite.OperatorCodeEnd(b)])
     buffer_offsets = []
-    for content in [None, *(t.data for t in tensors)]:
-        raw_offset = None
-        if content is not None and content.size:
-            raw_offset = vector(np.frombuffer(np.ascontiguousarray(content).tobytes(), np.uint8))
+    for content in [b"", *data]:
+        raw_offset = _vector(b, np.frombuffer(content, np.uint8)) if content else None
         tflite.BufferStart(b)
         if raw_offset is not None:
             tflite.BufferAddData(b, raw_offset)
         buffer_offsets.append(tflite.BufferEnd(b))
-    buffer_vector, subgraphs = tables(buffer_offsets), tables([subgraph])
+    buffer_vector, subgraphs = _tables(b, buffer_offsets), _tables(b, [subgraph])
     tflite.ModelStart(b)
     tflite.ModelAddVersion(b, 3)
     tflite.ModelAddOperatorCodes(b, codes)

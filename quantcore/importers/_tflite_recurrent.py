@@ -186,27 +186,13 @@ def lstm(state: _State, op: TflOperator) -> None:
     if not state.quantized:
         _float_lstm(state, op)
         return
-    x = _input(state, op, 0)
-    y = _output(state, op)
-    # Time-major: (time, batch, features) - the kernel's time_major flag; the first axis is still the one
-    # inferences stack along (each inference is the whole (time, batch, features) block).
-    time_major = bool(op.options.get("TimeMajor", False))
-    shape = state.tensors[x].shape
-    if len(shape) != 3:
-        raise state.error(op, f"takes an input of shape {shape}; TFLite's sequence LSTM takes 3 axes")
-    batch = shape[1] if time_major else shape[0]
+    x, y, shape, batch = _lstm_input(state, op)
     # 16x8 (arm_lstm_unidirectional_s16): int16 input, output and hidden state, int64 biases
     wide = state.tensors[x].dtype is DType.INT16
     activations, bias_types = (("INT16",), ("INT64",)) if wide else (("INT8",), ("INT32",))
     inputs = [_constant(state, op, p, ("INT8",), "input weights") for p in _LSTM_INPUT_WEIGHTS]
     recurrent = [_constant(state, op, p, ("INT8",), "recurrent weights") for p in _LSTM_RECURRENT_WEIGHTS]
-    hidden = state.tensors[recurrent[0]].shape[0]
-    for name in inputs + recurrent:
-        wanted = (hidden, shape[2]) if name in inputs else (hidden, hidden)
-        if state.tensors[name].shape != wanted:
-            raise state.error(
-                op, f"has weights {quoted(name)} of shape {state.tensors[name].shape}; expected {wanted}"
-            )
+    hidden = _lstm_hidden(state, op, inputs, recurrent, shape[2])
     biases = [_bias(state, op, p, hidden, bias_types) for p in _LSTM_BIASES]
     if "" in biases:
         raise state.error(op, "has a gate without bias; TFLM's integer LSTM reads all four")
@@ -219,18 +205,8 @@ def lstm(state: _State, op: TflOperator) -> None:
             f"its int16 hidden state has zero point {hidden_state['zero_point']}; TensorFlow's 16x8 scheme"
             " (and the firmware's reset of the state) takes int16 activations of zero point 0",
         )
-    if state.tensors[y].shape != (*shape[:2], hidden):
-        raise state.error(
-            op, f"writes {state.tensors[y].shape}; an LSTM of {hidden} units gives {(*shape[:2], hidden)}"
-        )
-    attrs = {
-        "time_major": time_major,
-        "cell_clip": float(op.options.get("CellClip", 0.0)),
-        "cell_activation": _CELL_ACTIVATIONS[int(op.options.get("FusedActivationFunction", 4))],
-        "hidden_state": hidden_state,
-        "cell_state": cell_state,
-    }
-    state.nodes.append(Node(y, Op.LSTM, (x, *inputs, *recurrent, *biases), (y,), attrs))
+    states = {"hidden_state": hidden_state, "cell_state": cell_state}
+    _lstm_node(state, op, y, (x, *inputs, *recurrent, *biases), hidden, states)
 
 
 def _float_lstm(state: _State, op: TflOperator) -> None:
@@ -238,39 +214,61 @@ def _float_lstm(state: _State, op: TflOperator) -> None:
     which calibration ranges (its cell state) and quantization turns into TFLite's integer LSTM exactly as
     for an ONNX LSTM (quantcore/quantize/recurrent.py). Its state stays TFLite's: the variable tensors
     persist from one invoke to the next (`streaming`, as in TFLM), reset to zeros."""
-    x = _input(state, op, 0)
-    y = _output(state, op)
-    time_major = bool(op.options.get("TimeMajor", False))
-    shape = state.tensors[x].shape
-    if len(shape) != 3:
-        raise state.error(op, f"takes an input of shape {shape}; TFLite's sequence LSTM takes 3 axes")
-    batch = shape[1] if time_major else shape[0]
+    x, y, shape, batch = _lstm_input(state, op)
     inputs = [_float_weights(state, op, p, "input weights") for p in _LSTM_INPUT_WEIGHTS]
     recurrent = [_float_weights(state, op, p, "recurrent weights") for p in _LSTM_RECURRENT_WEIGHTS]
-    hidden = state.tensors[recurrent[0]].shape[0]
-    for name in inputs + recurrent:
-        wanted = (hidden, shape[2]) if name in inputs else (hidden, hidden)
-        if state.tensors[name].shape != wanted:
-            raise state.error(
-                op, f"has weights {quoted(name)} of shape {state.tensors[name].shape}; expected {wanted}"
-            )
+    hidden = _lstm_hidden(state, op, inputs, recurrent, shape[2])
     biases = [_float_weights(state, op, p, "bias") for p in _LSTM_BIASES]
     for name in biases:
         if state.tensors[name].shape != (hidden,):
             raise state.error(op, f"its bias has shape {state.tensors[name].shape}; expected ({hidden},)")
     for position, what in ((_LSTM_HIDDEN, "hidden state"), (_LSTM_CELL, "cell state")):
         _float_state(state, op, position, (batch, hidden), what)
+    _lstm_node(state, op, y, (x, *inputs, *recurrent, *biases), hidden, {"streaming": True})
+
+
+def _lstm_input(state: _State, op: TflOperator) -> tuple[str, str, tuple[int, ...], int]:
+    """The input, the output, the input's shape and the batch. Time-major: (time, batch, features) - the
+    kernel's time_major flag; the first axis is still the one inferences stack along (each inference is
+    the whole block)."""
+    x = _input(state, op, 0)
+    y = _output(state, op)
+    shape = state.tensors[x].shape
+    if len(shape) != 3:
+        raise state.error(op, f"takes an input of shape {shape}; TFLite's sequence LSTM takes 3 axes")
+    return x, y, shape, shape[1] if op.options.get("TimeMajor", False) else shape[0]
+
+
+def _lstm_hidden(
+    state: _State, op: TflOperator, inputs: list[str], recurrent: list[str], features: int
+) -> int:
+    """The hidden size, every gate's weights checked against it: (hidden, features) and (hidden, hidden)."""
+    hidden = state.tensors[recurrent[0]].shape[0]
+    for name in inputs + recurrent:
+        wanted = (hidden, features) if name in inputs else (hidden, hidden)
+        if state.tensors[name].shape != wanted:
+            raise state.error(
+                op, f"has weights {quoted(name)} of shape {state.tensors[name].shape}; expected {wanted}"
+            )
+    return int(hidden)
+
+
+def _lstm_node(
+    state: _State, op: TflOperator, y: str, operands: tuple[str, ...], hidden: int, attrs: dict[str, Any]
+) -> None:
+    """The LSTM node over `operands` (input, weights, biases), its output's shape checked, with the
+    options every LSTM has and `attrs` (an int8 layer's states, a float one's streaming)."""
+    shape = state.tensors[operands[0]].shape
     if state.tensors[y].shape != (*shape[:2], hidden):
         raise state.error(
             op, f"writes {state.tensors[y].shape}; an LSTM of {hidden} units gives {(*shape[:2], hidden)}"
         )
-    attrs = {
-        "time_major": time_major,
+    options = {
+        "time_major": bool(op.options.get("TimeMajor", False)),
         "cell_clip": float(op.options.get("CellClip", 0.0)),
         "cell_activation": _CELL_ACTIVATIONS[int(op.options.get("FusedActivationFunction", 4))],
-        "streaming": True,
     }
-    state.nodes.append(Node(y, Op.LSTM, (x, *inputs, *recurrent, *biases), (y,), attrs))
+    state.nodes.append(Node(y, Op.LSTM, operands, (y,), options | attrs))
 
 
 def _same_as_hidden(state: _State, op: TflOperator, y: str, hidden: dict[str, Any]) -> None:
