@@ -151,42 +151,47 @@ def test_a_busy_uart_port_is_named(gdb: cmsis_nn.CmsisNn, tmp_path: Path, listen
         board.run_on_qemu_board(firmware, timeout=10, uart_port=listener)
 
 
-def _serve(payload: bytes) -> int:
-    """A one-shot TCP server playing a UART that sends `payload` (then stays open, like a board)."""
+def _serve(payload: bytes) -> tuple[int, threading.Event]:
+    """A one-shot TCP server playing a UART that sends `payload` once told to (then stays open, like a
+    board): pyserial's socket:// open discards what is already buffered, so the test sets the event
+    after its link is open - as a board boots after the host listens."""
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
     server.listen()
+    opened = threading.Event()
 
     def serve() -> None:
         conn, _ = server.accept()
-        time.sleep(0.3)  # pyserial's socket:// open discards what is already buffered; a board boots later
+        opened.wait(10)
         conn.sendall(payload)
         time.sleep(3)
         conn.close()
         server.close()
 
     threading.Thread(target=serve, daemon=True).start()
-    return int(server.getsockname()[1])
+    return int(server.getsockname()[1]), opened
 
 
 def test_garbage_on_the_uart_is_a_protocol_error() -> None:
     from quantcore.targets.run import finish
 
-    port = _serve(
+    port, opened = _serve(
         b"FIXPOINT BEGIN v1 model=m layers=2 cases=1\n[CASE 0]\n\x00\xff@@ noise\nFIXPOINT END status=ok\n"
     )
     with SerialLink(f"socket://127.0.0.1:{port}") as link:
+        opened.set()
         text = link.read_transcript(5)
     with pytest.raises(ProtocolError, match=r"line 3: expected '\[LAYER 0"):
         finish(text, "uart", None, 0.0)
 
 
 def test_a_silent_uart_times_out_quoting_what_arrived() -> None:
-    port = _serve(b"FIXPOINT BEGIN v1 model=m layers=2 cases=1\n[CASE 0]\n")
+    port, opened = _serve(b"FIXPOINT BEGIN v1 model=m layers=2 cases=1\n[CASE 0]\n")
     with (
         SerialLink(f"socket://127.0.0.1:{port}") as link,
         pytest.raises(FirmwareTimeout, match=r"timed out after 1 s.*\[CASE 0\]"),
     ):
+        opened.set()
         link.read_transcript(1)
 
 
