@@ -52,7 +52,7 @@ def svdf_biases_divided(raw: bytes, divisor: int) -> bytes:
         if model.OperatorCodes(op.OpcodeIndex()).BuiltinCode() != tflite.BuiltinOperator.SVDF:
             continue
         buffer = model.Buffers(graph.Tensors(int(op.Inputs(3))).Buffer())
-        start = int(buffer._tab.Vector(buffer._tab.Offset(4)))
+        start = field_vector(buffer, 4)
         size = buffer.DataLength()
         bias = np.frombuffer(raw[start : start + size], np.int32)
         data[start : start + size] = (bias // divisor).astype(np.int32).tobytes()
@@ -79,7 +79,7 @@ def svdf_int8_state_model(raw: bytes, time_scale_divisor: float) -> bytes:
         if model.OperatorCodes(op.OpcodeIndex()).BuiltinCode() != tflite.BuiltinOperator.SVDF:
             continue
         state = graph.Tensors(int(op.Inputs(SVDF_STATE_INPUT))).Quantization()
-        start = int(state._tab.Vector(state._tab.Offset(10)))  # QuantizationParameters.zero_point: [int64]
+        start = field_vector(state, 10)  # QuantizationParameters.zero_point: [int64]
         data[start : start + 8 * state.ZeroPointLength()] = bytes(8 * state.ZeroPointLength())
         for position in SVDF_TIME_WEIGHTS_INPUT, SVDF_BIAS_INPUT:  # TFLM: s_bias = s_state * s_time
             quant = graph.Tensors(int(op.Inputs(position))).Quantization()
@@ -392,3 +392,21 @@ def _one_operator_model(
     tflite.ModelAddBuffers(b, buffer_vector)
     b.Finish(tflite.ModelEnd(b), b"TFL3")
     return bytes(b.Output())
+
+
+def field_vector(table: Any, slot: int) -> int:
+    """The file position of a flatbuffer vector field's first element (its length is the uint32 before
+    it), for editing a model's bytes in place."""
+    return int(table._tab.Vector(table._tab.Offset(slot)))
+
+
+def with_operator_input(raw: bytes, position: int, tensor: int) -> bytes:
+    """The model with input `position` of its operator 0 set to tensor index `tensor` (-1: absent)."""
+    import struct
+
+    import tflite
+
+    data = bytearray(raw)
+    op = tflite.Model.GetRootAsModel(raw, 0).Subgraphs(0).Operators(0)
+    struct.pack_into("<i", data, field_vector(op, 6) + 4 * position, tensor)
+    return bytes(data)

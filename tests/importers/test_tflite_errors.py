@@ -31,11 +31,6 @@ def _field(table: Any, slot: int) -> int:
     return int(table._tab.Pos + offset)
 
 
-def _vector(table: Any, slot: int) -> int:
-    """The file position of a vector field's first element (its length is the uint32 before it)."""
-    return int(table._tab.Vector(table._tab.Offset(slot)))
-
-
 def _edited(raw: bytes, edit: Callable[[Any, bytearray], None]) -> bytes:
     data = bytearray(raw)
     edit(tflite.Model.GetRootAsModel(raw, 0), data)
@@ -53,32 +48,34 @@ def _set_type(model: Any, data: bytearray) -> None:
 
 
 def _drop_scales(model: Any, data: bytearray) -> None:
-    struct.pack_into("<I", data, _vector(_activation(model).Quantization(), 8) - 4, 0)
+    struct.pack_into("<I", data, tflm.field_vector(_activation(model).Quantization(), 8) - 4, 0)
 
 
 def _dynamic(model: Any, data: bytearray) -> None:
-    struct.pack_into("<i", data, _vector(_activation(model), 18) + 4, -1)  # shape_signature[1]
+    struct.pack_into("<i", data, tflm.field_vector(_activation(model), 18) + 4, -1)  # shape_signature[1]
 
 
 def _two_subgraphs(model: Any, data: bytearray) -> None:
-    struct.pack_into("<I", data, _vector(model, 8) - 4, 2)
+    struct.pack_into("<I", data, tflm.field_vector(model, 8) - 4, 2)
 
 
 def _huge_buffer(model: Any, data: bytearray) -> None:
     graph = model.Subgraphs(0)
     weights = graph.Tensors(int(graph.Operators(0).Inputs(1)))
     buffer = model.Buffers(weights.Buffer())
-    struct.pack_into("<I", data, _vector(buffer, 4) - 4, 0x7FFFFFF0)
+    struct.pack_into("<I", data, tflm.field_vector(buffer, 4) - 4, 0x7FFFFFF0)
 
 
 def _no_outputs(model: Any, data: bytearray) -> None:
     operator = model.Subgraphs(0).Operators(0)
-    struct.pack_into("<I", data, _vector(operator, 8) - 4, 0)  # Operator.outputs: length 0
+    struct.pack_into("<I", data, tflm.field_vector(operator, 8) - 4, 0)  # Operator.outputs: length 0
 
 
 def _missing_weights(model: Any, data: bytearray) -> None:
     operator = model.Subgraphs(0).Operators(0)
-    struct.pack_into("<i", data, _vector(operator, 6) + 4, -1)  # Operator.inputs[1]: "optional, absent"
+    struct.pack_into(
+        "<i", data, tflm.field_vector(operator, 6) + 4, -1
+    )  # Operator.inputs[1]: "optional, absent"
 
 
 CASES = {

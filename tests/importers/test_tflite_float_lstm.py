@@ -113,19 +113,6 @@ def test_int8_output_is_close_to_float(quantized: pipeline.QuantizeResult) -> No
     assert np.array_equal(values.argmax(-1), reference.argmax(-1))
 
 
-def _vector(table: object, slot: int) -> int:
-    tab = table._tab  # type: ignore[attr-defined]
-    return int(tab.Vector(tab.Offset(slot)))
-
-
-def _with_lstm_input(raw: bytes, position: int, tensor: int) -> bytes:
-    """trained_lstm with input `position` of its LSTM (operator 0) set to `tensor` (-1: absent)."""
-    data = bytearray(raw)
-    op = tflite.Model.GetRootAsModel(raw, 0).Subgraphs(0).Operators(0)
-    struct.pack_into("<i", data, _vector(op, 6) + 4 * position, tensor)
-    return bytes(data)
-
-
 PREFIX = "operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM, output 'tfl.unidirectional_sequence_lstm'): "
 
 
@@ -146,7 +133,7 @@ def test_a_float_lstm_it_cannot_translate_is_refused_naming_the_operator(
     position: int, tensor: int, message: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "bad.tflite"
-    path.write_bytes(_with_lstm_input(tflm.model("trained_lstm").read_bytes(), position, tensor))
+    path.write_bytes(tflm.with_operator_input(tflm.model("trained_lstm").read_bytes(), position, tensor))
     with pytest.raises(ModelError) as caught:
         pipeline.load_model(path)
     assert str(caught.value) == f"{path}: {PREFIX}{message}"
@@ -165,11 +152,11 @@ def _patched_twin(qgraph: Graph) -> bytes:
     def put(index: int, scale: float, zero_point: int, values: np.ndarray | None = None) -> None:
         t = graph.Tensors(index)
         quant = t.Quantization()
-        struct.pack_into("<f", data, _vector(quant, 8), scale)
-        struct.pack_into("<q", data, _vector(quant, 10), zero_point)
+        struct.pack_into("<f", data, tflm.field_vector(quant, 8), scale)
+        struct.pack_into("<q", data, tflm.field_vector(quant, 10), zero_point)
         if values is not None:
             buffer = model.Buffers(t.Buffer())
-            start = _vector(buffer, 4)
+            start = tflm.field_vector(buffer, 4)
             assert buffer.DataLength() == values.nbytes
             data[start : start + values.nbytes] = values.tobytes()
 

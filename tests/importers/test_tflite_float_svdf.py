@@ -7,12 +7,10 @@ params file rebuilds the same layer; what cannot be translated is refused naming
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
-import tflite
 
 from quantcore import pipeline
 from quantcore.data import DataSet
@@ -118,18 +116,6 @@ def test_int8_state_is_carried_and_close_to_float(quantized: pipeline.QuantizeRe
     assert sqnr > 30.0  # a quality bar, not an identity: measured 37.8 dB
 
 
-def _vector(table: object, slot: int) -> int:
-    tab = table._tab  # type: ignore[attr-defined]
-    return int(tab.Vector(tab.Offset(slot)))
-
-
-def _with_svdf_input(raw: bytes, position: int, tensor: int) -> bytes:
-    data = bytearray(raw)
-    op = tflite.Model.GetRootAsModel(raw, 0).Subgraphs(0).Operators(0)
-    struct.pack_into("<i", data, _vector(op, 6) + 4 * position, tensor)
-    return bytes(data)
-
-
 @pytest.mark.parametrize(
     ("position", "tensor", "message"),
     [
@@ -153,7 +139,7 @@ def test_a_float_svdf_it_cannot_translate_is_refused_naming_the_operator(
     position: int, tensor: int, message: str, model_path: Path, tmp_path: Path
 ) -> None:
     path = tmp_path / "bad.tflite"
-    path.write_bytes(_with_svdf_input(model_path.read_bytes(), position, tensor))
+    path.write_bytes(tflm.with_operator_input(model_path.read_bytes(), position, tensor))
     with pytest.raises(ModelError) as caught:
         pipeline.load_model(path)
     assert str(caught.value) == f"{path}: operator 0 {message}"

@@ -30,20 +30,6 @@ BIAS_DIVISOR = 1000
 """keyword_scrambled's scrambled SVDF biases saturate every output; divided by this they do not."""
 
 
-def _vector(table: object, slot: int) -> int:
-    """The file position of a flatbuffer vector field's first element."""
-    tab = table._tab  # type: ignore[attr-defined]
-    return int(tab.Vector(tab.Offset(slot)))
-
-
-def _with_lstm_input(raw: bytes, position: int, tensor: int) -> bytes:
-    """trained_lstm_int8 with input `position` of its LSTM (operator 0) set to `tensor` (-1: absent)."""
-    data = bytearray(raw)
-    op = tflite.Model.GetRootAsModel(raw, 0).Subgraphs(0).Operators(0)
-    struct.pack_into("<i", data, _vector(op, 6) + 4 * position, tensor)
-    return bytes(data)
-
-
 @pytest.fixture(scope="module")
 def unsaturated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("svdf") / "keyword_scrambled_bias.tflite"
@@ -211,7 +197,7 @@ REFUSALS = {
 def test_what_cmsis_nns_lstm_lacks_is_refused_naming_the_operator(case: str, tmp_path: Path) -> None:
     position, tensor, why = REFUSALS[case]
     path = tmp_path / "lstm.tflite"
-    path.write_bytes(_with_lstm_input(tflm.model("trained_lstm_int8").read_bytes(), position, tensor))
+    path.write_bytes(tflm.with_operator_input(tflm.model("trained_lstm_int8").read_bytes(), position, tensor))
     with pytest.raises(ModelError) as error:
         pipeline.load_model(path)
     assert str(error.value) == f"{path}: 1 operator is not supported: {why}; re-convert the model with" + (
@@ -358,7 +344,7 @@ def test_a_16x8_lstm_hidden_state_off_zero_is_refused(tmp_path: Path) -> None:
     op = graph.Operators(0)
     for tensor in op.Inputs(tflm.LSTM_HIDDEN_INPUT), op.Outputs(0):  # the output is read at the hidden's
         quant = graph.Tensors(tensor).Quantization()
-        struct.pack_into("<q", data, _vector(quant, 10), 5)  # QuantizationParameters.zero_point[0]
+        struct.pack_into("<q", data, tflm.field_vector(quant, 10), 5)  # QuantizationParameters.zero_point[0]
     path = tmp_path / "lstm_16x8_zp.tflite"
     path.write_bytes(bytes(data))
     with pytest.raises(ModelError) as error:
