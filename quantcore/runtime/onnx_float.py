@@ -4,10 +4,9 @@ Calibration and evaluation read the float value of every IR activation tensor (t
 ONNX LSTM too, which onnxruntime's CPU kernel refuses: it runs as the same layer sequence-first). The
 importer keeps ONNX tensor names and the passes keep the name of the last tensor they fuse, so most IR
 activations exist in the ONNX model under the same name; onnxruntime is asked for them as extra
-outputs. 4-D tensors are
-transposed from ONNX's NCHW to the IR's NHWC (io_layout.to_firmware: not an input or output the model
-file gives as NHWC already). Tensors the passes created (layout transposes) are computed by the IR
-float executor from their inputs.
+outputs. 4-D tensors are transposed from ONNX's NCHW to the IR's NHWC (io_layout.to_firmware: not an
+input or output the model file gives as NHWC already). Tensors the passes created (layout transposes)
+are computed by the IR float executor from their inputs.
 
 The model comes as bytes, the ones the importer read and checked (quantcore.pipeline.load_model):
 onnxruntime never opens the model file, or a file the model names, itself. Its graph optimizations are
@@ -47,7 +46,7 @@ class _Session(NamedTuple):
     wanted: list[str]
     """The IR activations the ONNX model computes, asked for as extra outputs."""
     output_names: list[str]
-    fixed_batch: bool
+    per_sample: bool
     """A model exported with a fixed batch of 1 runs sample by sample; a symbolic batch runs whole - unless
     the model has an LSTM: its sequence-first tensors (seq, batch, ...) would interleave a batch run's
     samples on their second axis, where the IR stacks each sample's rows on the first."""
@@ -163,9 +162,9 @@ class OnnxFloat:
 
     def _run_session(self, feeds: dict[str, Array]) -> dict[str, Array]:
         n = len(next(iter(feeds.values())))
-        session, _, output_names, fixed_batch = self._session
+        session, _, output_names, per_sample = self._session
         try:
-            if not fixed_batch or n == 1:
+            if not per_sample or n == 1:
                 return dict(zip(output_names, session.run(None, feeds), strict=True))
             runs = [session.run(None, {k: v[i : i + 1] for k, v in feeds.items()}) for i in range(n)]
         except Exception as exc:  # onnxruntime raises its own exception types
