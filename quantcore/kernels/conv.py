@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.kernels._int import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, Args, wrap32
-from quantcore.kernels.requantize import Rounding, requantize_int32
+from quantcore.kernels.requantize import BiasedRequantize, Rounding, requantize_int32
 from quantcore.kernels.window import Window, check_window
 
 Int8Array = npt.NDArray[np.int8]
@@ -236,6 +236,15 @@ def finish_s8(
     rows = acc.reshape(-1, channels)
     result = np.empty(rows.shape, dtype=np.int8)
     step = max(1, _FINISH_ELEMENTS // max(channels, 1))
+    folded = BiasedRequantize.of(bias, multiplier, shift, rounding) if fits else None
+    if folded is not None:
+        # |requantized| <= |acc + bias| (a multiplier below 2^31, no left shift): with the offset still
+        # in int32, clamp_offset_s8 need not look for a wrap.
+        wraps = bound is None or bound + largest_bias + abs(output_offset) > INT32_MAX
+        for start in range(0, len(rows), step):
+            out = folded(rows[start : start + step])
+            clamp_offset_s8(out, output_offset, clamp, result[start : start + step], wraps)
+        return result.reshape(acc.shape)
     for start in range(0, len(rows), step):
         part = rows[start : start + step]
         if wide_bias is not None:
@@ -248,15 +257,20 @@ def finish_s8(
 
 
 def clamp_offset_s8(
-    out: npt.NDArray[np.int64], output_offset: int, clamp: Pair, result: Int8Array | None = None
+    out: npt.NDArray[np.int64],
+    output_offset: int,
+    clamp: Pair,
+    result: Int8Array | None = None,
+    wraps: bool = True,
 ) -> Int8Array:
     """clamp(out + output_offset, lo, hi) as int8 (into `result` when given), in two passes: clamping
     out (overwritten) to [lo - offset, hi - offset] first gives the same values (integers, no overflow),
     and the add then writes int8 (the low bits, as the C's cast keeps them when a clamp is wider than int8).
 
     The C adds the offset to an int32; where that sum leaves int32 it wraps on the targets (one reduction
-    looks for it: only a requantized value within `output_offset` of int32's end gets there)."""
-    if _offset_wraps(out, output_offset):
+    looks for it: only a requantized value within `output_offset` of int32's end gets there; wraps=False
+    is the caller's proof that none is)."""
+    if wraps and _offset_wraps(out, output_offset):
         out[...] = wrap32(out + output_offset)
         output_offset = 0
     np.clip(out, clamp[0] - output_offset, clamp[1] - output_offset, out=out)
