@@ -34,7 +34,7 @@ def test_each_batch_comes_with_its_own_activations_and_one_run_ahead_at_most() -
     x = np.arange(10, dtype=np.float32).reshape(10, 1)
     data = DataSet(x, np.arange(10))
     model = Doubling()
-    seen = []
+    seen: list[list[float]] = []
     for xs, ys, references in _with_float_run(model, "input", data, 3, False):
         # the batch being consumed and at most the next one have been run
         assert len(model.started) <= len(seen) + 2
