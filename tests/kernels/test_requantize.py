@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from quantcore.kernels.conv import finish_s8
 from quantcore.kernels.requantize import (
     BiasedRequantize,
     Rounding,
@@ -152,3 +153,19 @@ def test_biased_requantize_declines_a_left_shift_and_a_negative_double_rounding_
         is None
     )
     assert BiasedRequantize.of(bias, np.array([1 << 30, -(1 << 30)]), np.array([-3, -2]), Rounding.SINGLE)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 96, 1500])
+@pytest.mark.parametrize("rounding", list(Rounding))
+def test_finish_s8_in_long_rows_equals_requantize_per_channel(channels: int, rounding: Rounding) -> None:
+    # finish_s8 lays few channels out as long rows (several pixels a row, constants tiled to match) and
+    # keeps the plain layout for a last slice that is not whole long rows: both against the reference.
+    rng = np.random.default_rng(channels)
+    pixels = 70001 // channels + 7  # not a multiple of the pixels per long row: both layouts run
+    acc = rng.integers(-(2**20), 2**20, (pixels, channels))
+    bias = rng.integers(-(2**20), 2**20, channels).astype(np.int32)
+    mult = rng.integers(1, 2**31, channels).astype(np.int32)
+    shift = rng.integers(-20, 1, channels).astype(np.int32)
+    expected = np.clip(requantize(acc + bias, mult, shift, rounding) + 3, -128, 127).astype(np.int8)
+    got = finish_s8(acc.copy(), (bias, mult, shift), 3, (-128, 127), rounding, bound=2**20)
+    np.testing.assert_array_equal(got, expected)
