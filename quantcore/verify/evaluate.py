@@ -81,6 +81,9 @@ def _with_float_run(
     second thread while the caller runs the int8 kernels and the figures on this one (onnxruntime's run
     releases the GIL, as numpy's array passes do). At most two batches' activations are held: this
     one's and the next one's. (From i20-eval5's branch.)"""
+    one_thread = getattr(float_model, "use_one_thread", None)  # an onnxruntime model (see there)
+    if one_thread is not None:
+        one_thread()
     batches = iter(_batches(data, size, progress))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fixpoint-float") as pool:
         current = next(batches, None)
