@@ -1,6 +1,6 @@
 """Benchmark: `fixpoint evaluate` wall time over the Fashion-MNIST test set, two source trees side by side.
 
-    python bench/evaluate_speed.py --before TREE [--after TREE] [--models lenet5 dscnn ...]
+    python bench/evaluate_speed.py --before TREE [--after TREE] [--base TREE] [--models lenet5 dscnn ...]
                                    [--samples 10000] [--cache DIR] [--profile] [--repeat R]
 
 Each net (trained and exported by bench/fashion_mnist/run.py or train.py into the benchmark cache) is
@@ -11,6 +11,9 @@ evaluate MODEL params.json --data test.npz --report-json R` runs as a whole CLI 
 pointing at --before (e.g. a checkout of main) and at --after (this tree by default), one after the other
 in the same run. Printed per net: both wall times, their ratio, and whether the two JSON reports are
 identical (every metric, top-1 and agreement to the last bit: the integer results must not change).
+Beside the wall time, the CPU time (user + system) of each evaluate process and its threads: on a shared
+machine it moves less with the load than wall time does. --base adds a third tree (e.g. the code before
+a whole series of changes), run and compared the same way; ratios are then given against it too.
 --profile writes a cProfile of each evaluate (the .prof files beside the reports) and prints its top
 functions by cumulative time.
 Wall time on a shared machine is noisy: compare the ratio within one run, and use --repeat (the two
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -41,6 +45,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, required=True, help="source tree of the 'before' code")
     parser.add_argument("--after", type=Path, default=HERE.parent, help="source tree of the 'after' code")
+    parser.add_argument("--base", type=Path, help="a third tree, e.g. before a whole series of changes")
     parser.add_argument("--models", nargs="+", default=list(NETS), choices=NETS)
     parser.add_argument("--samples", type=int, default=10000, help="first N test images")
     parser.add_argument("--cache", type=Path, default=fmnist.default_cache(), help="benchmark cache")
@@ -58,8 +63,9 @@ def quantize(tree: Path, model: Path, calib: Path, params: Path) -> None:
 
 def evaluate(
     tree: Path, model: Path, params: Path, data: Path, samples: int, report: Path, profile: bool
-) -> float:
-    """Wall time of one `fixpoint evaluate` process run from `tree`."""
+) -> tuple[float, float]:
+    """Wall time and CPU time (user + system, its threads included) of one `fixpoint evaluate` process
+    run from `tree`."""
     cli = ["evaluate", str(model), str(params), "--data", str(data), "--samples", str(samples)]
     cli += ["--report-json", str(report)]
     if profile:
@@ -68,9 +74,11 @@ def evaluate(
         command = [*_python(code), *cli]
     else:
         command = [*_python(_CLI), *cli]
-    start = time.perf_counter()
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(command, check=True, env=_env(tree), stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return time.perf_counter() - start, cpu
 
 
 def _python(code: str) -> list[str]:
@@ -99,6 +107,7 @@ def top_functions(prof: Path, count: int = 12) -> str:
 def main() -> int:
     args = parse_args()
     paths = fmnist.write_arrays(args.cache)
+    trees = {"before": args.before, "after": args.after} | ({"base": args.base} if args.base else {})
     rows = []
     with tempfile.TemporaryDirectory(prefix="evaluate-speed-") as tmp:
         work = Path(tmp)
@@ -108,27 +117,40 @@ def main() -> int:
                 print(f"{net}: {model} is missing; run bench/fashion_mnist/train.py first", file=sys.stderr)
                 return 1
             params = work / f"{net}.json"
-            quantize(args.before, model, paths["calib_100"], params)
-            times: dict[str, float] = {"before": float("inf"), "after": float("inf")}
+            # the oldest tree quantizes: a newer one reads older documents, not the reverse
+            quantize(args.base or args.before, model, paths["calib_100"], params)
+            wall = dict.fromkeys(trees, float("inf"))
+            cpu = dict.fromkeys(trees, float("inf"))
             reports = {}
             for _ in range(args.repeat):
-                for side, tree in (("before", args.before), ("after", args.after)):
+                for side, tree in trees.items():
                     report = work / f"{net}.{side}.report.json"
-                    seconds = evaluate(tree, model, params, paths["test"], args.samples, report, args.profile)
-                    times[side] = min(times[side], seconds)
-                    reports[side] = json.loads(report.read_text())
-                if args.profile:
-                    print(
-                        f"--- {net} {side}: {times[side]:.1f} s\n{top_functions(report.with_suffix('.prof'))}"
+                    seconds, cpu_seconds = evaluate(
+                        tree, model, params, paths["test"], args.samples, report, args.profile
                     )
-            same = reports["before"] == reports["after"]
-            rows.append((net, times["before"], times["after"], same, reports["after"]))
-    print(f"\nfixpoint evaluate, {args.samples} images, whole CLI process (s)")
-    print(f"{'net':<8} {'before':>8} {'after':>8} {'speedup':>8}  reports identical  top-1 int8  SQNR dB")
-    for net, before, after, same, report in rows:
+                    wall[side], cpu[side] = min(wall[side], seconds), min(cpu[side], cpu_seconds)
+                    reports[side] = json.loads(report.read_text())
+                    if args.profile:
+                        print(
+                            f"--- {net} {side}: {seconds:.1f} s\n{top_functions(report.with_suffix('.prof'))}"
+                        )
+            same = all(r == reports["after"] for r in reports.values())
+            rows.append((net, wall, cpu, same, reports["after"]))
+    print(f"\nfixpoint evaluate, {args.samples} images, whole CLI process: wall / CPU (user+sys) seconds")
+    print("(fastest of the runs; speed-ups are the 'after' tree's)")
+    header = "".join(f"{side:>14}" for side in trees)
+    ratios = "".join(f"{'x vs ' + side:>13}" for side in trees if side != "after")
+    print(f"{'net':<8}{header}  {ratios}  identical  top-1 int8  SQNR dB")
+    for net, wall, cpu, same, report in rows:
+        cells = "".join(f"{wall[side]:7.2f}/{cpu[side]:6.2f}" for side in trees)
+        speedups = "".join(
+            f"{wall[side] / wall['after']:6.1f}/{cpu[side] / cpu['after']:5.1f}x "
+            for side in trees
+            if side != "after"
+        )
         top1 = report.get("top1_int8")
         print(
-            f"{net:<8} {before:8.2f} {after:8.2f} {before / after:7.1f}x  {same!s:<17}  "
+            f"{net:<8}{cells}  {speedups} {same!s:<9}  "
             f"{'-' if top1 is None else f'{100 * top1:.2f}':>10}  {report['output_sqnr_db']:7.2f}"
         )
     return 0 if all(row[3] for row in rows) else 1

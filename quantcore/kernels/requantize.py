@@ -87,6 +87,70 @@ def requantize_int32(acc: I64, multiplier: ArrayLike, shift: ArrayLike, rounding
     return value
 
 
+class BiasedRequantize:
+    """requantize(acc + bias) per channel (the last axis), in place in `acc`, with the bias folded into the
+    per-channel constants, which are computed once per kernel call instead of once per slice.
+
+    For accumulators whose acc + bias stays in int32 (the caller proves it: no wrap) and no left shift
+    (shift <= 0 on every channel, as a real scale below 1 gives), with v = acc + bias:
+    - double rounding (every multiplier positive; see requantize_int32 for the derivation):
+        out = ((v M + 2^30 + 2^(e-1) 2^31) >> 31) - [v < -(2^30 // M)]) >> e   (no correction if e = 0)
+      v M + K = acc M + (bias M + K), and v < t iff acc < t - bias: the bias costs no pass of its own.
+    - single rounding: ((v M) >> (t - 1) + 1) >> 1 = (v M + 2^(t-1)) >> t with t = 31 - shift (floor
+      arithmetic), = (acc M + bias M + 2^(t-1)) >> t, in int32 since |v M| < 2^62 and t >= 31.
+    int64 arithmetic is modular, so acc M may wrap on the way as long as the final sum is in range: it is,
+    |v M| < 2^62 and the constant added < 2^61 + 2^30.
+    `of` returns None where this form does not hold (the caller keeps requantize_int32)."""
+
+    def __init__(self, add: I64, multiplier: I64, threshold: I64 | None, right: I64) -> None:
+        self.add, self.multiplier, self.threshold, self.right = add, multiplier, threshold, right
+        self.shifts = bool(right.any())
+
+    @classmethod
+    def of(
+        cls, bias: ArrayLike | None, multiplier: ArrayLike, shift: ArrayLike, rounding: Rounding
+    ) -> BiasedRequantize | None:
+        m = np.asarray(multiplier, dtype=np.int64)
+        shift = np.asarray(shift, dtype=np.int64)
+        b = np.zeros_like(m) if bias is None else np.asarray(bias, dtype=np.int64)
+        if np.any(shift > 0):
+            return None
+        if rounding is Rounding.SINGLE:
+            total = 31 - shift
+            return cls(b * m + (np.int64(1) << (total - 1)), m, None, total)
+        if not np.all(m > 0):
+            return None
+        right = -shift
+        nudge = (np.int64(1) << right) >> 1
+        threshold = np.where(right > 0, -((1 << 30) // m) - b, np.iinfo(np.int64).min)
+        return cls(b * m + (1 << 30) + (nudge << 31), m, threshold, right)
+
+    def widened(self, rows: int) -> BiasedRequantize:
+        """The same requantization for accumulators laid out `rows` rows of channels to a row: numpy's
+        per-channel broadcast runs one inner loop per row, so a few channels a row cost a loop call per
+        few values - about twice the time per pass of long rows."""
+        threshold = None if self.threshold is None else np.tile(self.threshold, rows)
+        return BiasedRequantize(
+            np.tile(self.add, rows), np.tile(self.multiplier, rows), threshold, np.tile(self.right, rows)
+        )
+
+    def __call__(self, acc: I64) -> I64:
+        """acc (int64, last axis the channels) -> requantize(acc + bias), overwriting and returning acc."""
+        if self.threshold is None:
+            acc *= self.multiplier
+            acc += self.add
+            acc >>= self.right
+            return acc
+        negative = acc < self.threshold
+        acc *= self.multiplier
+        acc += self.add
+        acc >>= 31
+        np.subtract(acc, negative, out=acc, casting="unsafe")
+        if self.shifts:
+            acc >>= self.right
+        return acc
+
+
 def _round_shift_right(value: I64, exponent: I64) -> I64:
     """divide_by_power_of_two in two passes: add the rounding nudge, shift.
 

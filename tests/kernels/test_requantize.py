@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from quantcore.kernels.conv import finish_s8
 from quantcore.kernels.requantize import (
+    BiasedRequantize,
     Rounding,
     divide_by_power_of_two,
     reduce_multiplier,
@@ -115,3 +117,55 @@ def test_requantize_int32_per_tensor_scalars() -> None:
             requantize_int32(acc.copy(), np.int64(mult), np.int64(shift), Rounding.DOUBLE),
             requantize(acc, mult, shift, Rounding.DOUBLE),
         )
+
+
+@pytest.mark.parametrize("rounding", list(Rounding))
+def test_biased_requantize_equals_requantize_of_acc_plus_bias(rounding: Rounding) -> None:
+    # The folded form finish_s8 uses (bias inside the per-channel constants) against the reference on
+    # acc + bias: every shift from -31 to 0, multipliers from 1 to INT32_MAX, biases of both signs up to
+    # int32's, accumulators whose acc + bias spans int32 (its ends included) and sits on each side of
+    # the double rounding's sign threshold.
+    rng = np.random.default_rng(24)
+    shifts = np.arange(-31, 1)
+    mult = rng.integers(1, 2**31, shifts.size)
+    mult[:4] = [1, 2**31 - 1, 2**30, 2**30 + 1]
+    bias = rng.integers(-(2**31), 2**31, shifts.size)
+    bias[:3] = [0, -(2**31), 2**31 - 1]
+    v = rng.integers(-(2**31), 2**31, (4000, shifts.size))
+    v[:6] = np.array([-(2**31), 2**31 - 1, 0, -1, 1, -(2**30)])[:, None]
+    v[6:9] = -((1 << 30) // mult) + np.array([-1, 0, 1])[:, None]
+    v = np.concatenate([v, np.repeat(np.arange(-40000, 40000)[:, None], shifts.size, axis=1)])
+    acc = v - bias  # acc + bias = v, in int32 by construction
+    folded = BiasedRequantize.of(bias.astype(np.int32), mult, shifts, rounding)
+    assert folded is not None
+    np.testing.assert_array_equal(folded(acc.copy()), requantize(v, mult, shifts, rounding))
+    unbiased = BiasedRequantize.of(None, mult, shifts, rounding)
+    assert unbiased is not None
+    np.testing.assert_array_equal(unbiased(v.copy()), requantize(v, mult, shifts, rounding))
+
+
+def test_biased_requantize_declines_a_left_shift_and_a_negative_double_rounding_multiplier() -> None:
+    mult, bias = np.array([1 << 30, 1 << 30]), np.array([5, -5], dtype=np.int32)
+    assert BiasedRequantize.of(bias, mult, np.array([-3, 1]), Rounding.DOUBLE) is None
+    assert BiasedRequantize.of(bias, mult, np.array([-3, 1]), Rounding.SINGLE) is None
+    assert (
+        BiasedRequantize.of(bias, np.array([1 << 30, -(1 << 30)]), np.array([-3, -2]), Rounding.DOUBLE)
+        is None
+    )
+    assert BiasedRequantize.of(bias, np.array([1 << 30, -(1 << 30)]), np.array([-3, -2]), Rounding.SINGLE)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 96, 1500])
+@pytest.mark.parametrize("rounding", list(Rounding))
+def test_finish_s8_in_long_rows_equals_requantize_per_channel(channels: int, rounding: Rounding) -> None:
+    # finish_s8 lays few channels out as long rows (several pixels a row, constants tiled to match) and
+    # keeps the plain layout for a last slice that is not whole long rows: both against the reference.
+    rng = np.random.default_rng(channels)
+    pixels = 70001 // channels + 7  # not a multiple of the pixels per long row: both layouts run
+    acc = rng.integers(-(2**20), 2**20, (pixels, channels))
+    bias = rng.integers(-(2**20), 2**20, channels).astype(np.int32)
+    mult = rng.integers(1, 2**31, channels).astype(np.int32)
+    shift = rng.integers(-20, 1, channels).astype(np.int32)
+    expected = np.clip(requantize(acc + bias, mult, shift, rounding) + 3, -128, 127).astype(np.int8)
+    got = finish_s8(acc.copy(), (bias, mult, shift), 3, (-128, 127), rounding, bound=2**20)
+    np.testing.assert_array_equal(got, expected)

@@ -313,3 +313,22 @@ def test_sums_are_the_plain_float64_sums_to_the_last_bit(layout: str) -> None:
     assert acc.max_abs_reference == float(np.max(np.abs(f64)))
     np.testing.assert_array_equal(f, f_before)  # the caller's arrays are left alone
     np.testing.assert_array_equal(q, q_before)
+
+
+def test_finite_values_whose_squares_overflow_are_accepted_as_before() -> None:
+    # finiteness is looked at only when a sum is not finite (update's fast path): an overflow of finite
+    # values must not be mistaken for a NaN or infinity in the input.
+    acc = TensorAccumulator("huge")
+    acc.update(np.array([1e200, -1e200]), np.array([1e200, 0.0]))
+    assert (acc.sum_ff, acc.sum_ee, acc.sum_qq, acc.max_abs_error) == (math.inf, math.inf, math.inf, 1e200)
+    assert acc.count == 2
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_refused_batch_leaves_the_sums_alone(bad: float) -> None:
+    acc = TensorAccumulator("pool2")
+    acc.update(np.ones(4), np.ones(4))
+    before = (acc.count, acc.sum_ff, acc.sum_ee, acc.sum_fq, acc.sum_qq, acc.max_abs_error)
+    with pytest.raises(MetricsError, match=r"pool2: the int8 result contains NaN or infinity"):
+        acc.update(np.ones((2, 3), dtype=np.float32), np.full((2, 3), bad))
+    assert (acc.count, acc.sum_ff, acc.sum_ee, acc.sum_fq, acc.sum_qq, acc.max_abs_error) == before
