@@ -14,6 +14,10 @@ identical (every metric, top-1 and agreement to the last bit: the integer result
 Beside the wall time, the CPU time (user + system) of each evaluate process and its threads: on a shared
 machine it moves less with the load than wall time does. --base adds a third tree (e.g. the code before
 a whole series of changes), run and compared the same way; ratios are then given against it too.
+--busy N runs N other processes that each keep a core busy for the whole measurement: a shared machine
+made reproducible (the figures of issue 20, 15-105 s before its work, were taken on the benchmark machine
+under such load; the tree before it runs its matrix products on all of OpenBLAS's threads, which then
+wait for each other - 3x slower there than on an idle machine, where it took 4.5-32 s).
 --profile writes a cProfile of each evaluate (the .prof files beside the reports) and prints its top
 functions by cumulative time.
 Wall time on a shared machine is noisy: compare the ratio within one run, and use --repeat (the two
@@ -23,6 +27,7 @@ sides alternate, so a burst of load elsewhere hits both; the fastest run of each
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -30,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -38,7 +44,8 @@ sys.path.insert(0, str(HERE / "fashion_mnist"))
 import fmnist  # noqa: E402  (bench/fashion_mnist is not a package)
 
 NETS = ("lenet5", "convbn", "dscnn", "mbv2", "outlier")
-_CLI = "import sys; from quantcore.cli import main; sys.exit(main())"
+# Each tree's own console entry: quantcore.cli.run where it has one (the quick exit), else main.
+_CLI = "import sys; from quantcore import cli; getattr(cli, 'run', lambda: sys.exit(cli.main()))()"
 
 
 def parse_args() -> argparse.Namespace:
@@ -50,6 +57,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=10000, help="first N test images")
     parser.add_argument("--cache", type=Path, default=fmnist.default_cache(), help="benchmark cache")
     parser.add_argument("--profile", action="store_true", help="cProfile each evaluate")
+    parser.add_argument("--busy", type=int, default=0, help="other processes keeping a core busy each")
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs per side, alternating before/after; the fastest counts"
     )
@@ -104,8 +112,25 @@ def top_functions(prof: Path, count: int = 12) -> str:
     return "\n".join(lines[start : start + count + 1])
 
 
+@contextlib.contextmanager
+def busy_cores(count: int) -> Iterator[None]:
+    """`count` processes spinning on a core each while the body runs (the load of a shared machine)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 def main() -> int:
     args = parse_args()
+    with busy_cores(args.busy):
+        return measure(args)
+
+
+def measure(args: argparse.Namespace) -> int:
     paths = fmnist.write_arrays(args.cache)
     trees = {"before": args.before, "after": args.after} | ({"base": args.base} if args.base else {})
     rows = []
@@ -136,7 +161,8 @@ def main() -> int:
                         )
             same = all(r == reports["after"] for r in reports.values())
             rows.append((net, wall, cpu, same, reports["after"]))
-    print(f"\nfixpoint evaluate, {args.samples} images, whole CLI process: wall / CPU (user+sys) seconds")
+    busy = f", {args.busy} core(s) kept busy by other processes" if args.busy else ""
+    print(f"\nfixpoint evaluate, {args.samples} images, whole CLI process{busy}: wall / CPU (user+sys) s")
     print("(fastest of the runs; speed-ups are the 'after' tree's)")
     header = "".join(f"{side:>14}" for side in trees)
     ratios = "".join(f"{'x vs ' + side:>13}" for side in trees if side != "after")

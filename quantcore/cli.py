@@ -13,14 +13,21 @@ quantcore's own; then only the plugin asked for is loaded, or all of them to lis
 Every error ends here as one line on stderr, `fixpoint <command>: <what and where>: <what to do>`, and an
 exit status: 2 for bad usage or input (an option, a file's content), 1 for a failure (a build, a write,
 a mismatch). A traceback is shown only with --debug (or FIXPOINT_DEBUG=1), for reporting a bug.
+
+The process ends without tearing the interpreter down (`run`), as mypy's CLI does: freeing every module
+and object at exit is work nobody waits for, and it was a tenth of a `fixpoint quantize` process
+(MobileNetV2, 100 samples: best of 8, 0.96 -> 0.85 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
@@ -95,5 +102,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
+def run() -> NoReturn:
+    """The `fixpoint` console script (and `python -m quantcore.cli`): main(), then the process ends at once
+    - the exit handlers run and the output is flushed, but no module is torn down. While a thread other
+    than a daemon's still runs, the interpreter's own exit waits for it instead."""
+    code = main()
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(code)
+    close_process()
+    os._exit(code & 0xFF)
+
+
+def close_process() -> None:
+    """What the interpreter's exit does that an os._exit after it must not skip: the exit handlers
+    (multiprocessing's, weakref finalizers such as a leftover temporary folder's) and flushing stdout and
+    stderr. Nothing raised here stops the exit (a reader may have closed the pipe)."""
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

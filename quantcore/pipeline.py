@@ -9,9 +9,11 @@ report = evaluate(model, document, data)    float (onnxruntime) vs int8 (referen
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,6 +246,7 @@ def _quantized(model: LoadedModel, data: DataSet, options: QuantizeOptions) -> Q
     bc_choices = [False, True] if options.bias_correction is None else [options.bias_correction]
     selection = _Selection(model, data.head(SELECTION_SAMPLES), options.batch_size)
     candidates: dict[tuple[bool, bool], _Candidate] = {}
+    scored: dict[tuple[bool, bool], float] = {}
     for eq in eq_choices:
         graph, float_model = (equalized.graph, _equalized_float(model, equalized)) if eq else (
             model.graph, model.float_model)  # fmt: skip
@@ -257,15 +260,25 @@ def _quantized(model: LoadedModel, data: DataSet, options: QuantizeOptions) -> Q
             corrected, prefix = qgraph, None
             corrections: Mapping[str, Any] = {}
             if bc:
-                corrected, corrections, outputs, prefix = correct_biases(
-                    graph, float_model, qgraph, selection.data, options.batch_size, keep=_output_cut(graph)
-                )
+                with _scoring_beside(selection, candidates.get((eq, False)), scored, (eq, False)):
+                    corrected, corrections, outputs, prefix = correct_biases(
+                        graph,
+                        float_model,
+                        qgraph,
+                        selection.data,
+                        options.batch_size,
+                        keep=_output_cut(graph),
+                    )
                 selection.remember(corrected, outputs)
             candidates[(eq, bc)] = _Candidate(
                 graph, float_model, calibration, corrected, summary, corrections, pools, channels, prefix
             )
     # Scored only when there is a choice to make.
-    sqnr = {k: _score(selection, c) for k, c in candidates.items()} if len(candidates) > 1 else {}
+    sqnr = (
+        {k: scored[k] if k in scored else _score(selection, c) for k, c in candidates.items()}
+        if len(candidates) > 1
+        else {}
+    )
     # Ties (and no choice at all) keep the model as it is: fewer transforms first.
     chosen = max(candidates, key=lambda k: (sqnr.get(k, 0.0), not k[0], not k[1]))
     best = candidates[chosen]
@@ -312,6 +325,28 @@ def quantize_imported(model: LoadedModel, rounding: Rounding = Rounding.DOUBLE) 
     config = QuantConfig(per_channel=True, rounding=rounding, lower_pools=False)
     qgraph = quantize_graph(model.graph, Calibration(ranges={}), config)
     return QuantizeResult(model, qgraph, to_document(qgraph, IMPORTED_CALIBRATION))
+
+
+@contextlib.contextmanager
+def _scoring_beside(
+    selection: _Selection,
+    candidate: _Candidate | None,
+    scores: dict[tuple[bool, bool], float],
+    key: tuple[bool, bool],
+) -> Iterator[None]:
+    """Score `candidate` (into scores[key]) in a second thread while the body runs: the graph without
+    bias correction runs its int8 graph on the selection samples beside the correcting run, which shares
+    nothing with it (its own graph; the float model's activations are read-only), instead of after it.
+    The same figure as scored after it: a run's result does not depend on what ran before (quantcore/
+    runtime/tail.py). Nothing else touches `selection` until the score is in (the body must not).
+    On MobileNetV2 (100 samples) 0.1 s of a 0.9 s `fixpoint quantize` where a second core is free."""
+    if candidate is None:
+        yield
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fixpoint-score") as pool:
+        score = pool.submit(_score, selection, candidate)
+        yield
+        scores[key] = score.result()
 
 
 def _score(selection: _Selection, candidate: _Candidate) -> float:

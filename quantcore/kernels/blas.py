@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,20 +32,36 @@ _SYMBOLS = (
 )
 
 
+_lock = threading.Lock()
+_inside = 0
+"""How many threads are inside single_threaded now (the count is OpenBLAS's, one for the process)."""
+_before = 0
+"""The thread count the first of them found, restored by the last one out."""
+
+
 @contextlib.contextmanager
 def single_threaded() -> Iterator[None]:
-    """Run the body with one BLAS thread, then restore the count it had."""
+    """Run the body with one BLAS thread, then restore the count it had - once no other Python thread is
+    inside either (quantize scores one candidate in a thread while bias correction runs: the first one
+    out must not give the other one OpenBLAS's whole pool back)."""
+    global _inside, _before
     control = _control()
     if control is None:
         yield
         return
     get, set_ = control
-    before = get()
-    set_(1)
+    with _lock:
+        if _inside == 0:
+            _before = get()
+            set_(1)
+        _inside += 1
     try:
         yield
     finally:
-        set_(before)
+        with _lock:
+            _inside -= 1
+            if _inside == 0:
+                set_(_before)
 
 
 @functools.cache

@@ -22,7 +22,6 @@ Messages both ways are frames: a 4-byte big-endian length, then a JSON object (`
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import gc
 import importlib
@@ -251,11 +250,8 @@ def _run_cli(message: dict[str, Any]) -> int:
     except BaseException:  # what the interpreter would do with an uncaught exception
         traceback.print_exc()
         code = 1
-    with contextlib.suppress(Exception):
-        atexit._run_exitfuncs()  # the interpreter's exit, which os._exit skips
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # the server may have gone: nothing to report it to
-            stream.flush()
+    # The interpreter's exit, which os._exit skips (quantcore.cli's, imported at the worker's start).
+    importlib.import_module("quantcore.cli").close_process()
     return code
 
 
