@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from quantcore import loading
 from quantcore.calibrate.calibration import Calibration
 from quantcore.calibrate.collect import CalibrationPlan, calibrate
 from quantcore.calibrate.method import RangeMethod
 from quantcore.data import DataSet
-from quantcore.errors import InputError, ModelError, UnsupportedError
+from quantcore.errors import InputError
 from quantcore.ir import Graph
 from quantcore.ir.io_layout import to_firmware
 from quantcore.kernels.blas import single_threaded
 from quantcore.kernels.requantize import Rounding
-from quantcore.passes import prepare
 from quantcore.passes.equalize import ChannelScaled, Equalized, equalize
 from quantcore.quantize import channel_scales, lowering, mixed_precision
 from quantcore.quantize.bias_correction import Prefix, correct_biases, with_corrections
@@ -55,7 +55,6 @@ from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes,
 
 if TYPE_CHECKING:
     from quantcore.cores import Core
-    from quantcore.importers._source import Source
 
 SELECTION_SAMPLES = 256
 """Calibration samples the automatic choices (equalization) are scored on: output SQNR averages over
@@ -129,89 +128,19 @@ class QuantizeResult:
     document: dict[str, Any]
 
 
-def load_model(path: str | Path, batch: int = 1) -> LoadedModel:
+def load_model(path: str | Path, batch: int = 1, started: loading.Loading | None = None) -> LoadedModel:
     """Import (the file read once, within quantcore.limits: the CLI, `fixpoint check` and the language
     server all load models here) and prepare; onnxruntime gets the bytes the importer checked.
 
-    All of it runs in a child process first (quantcore/importers/_isolated.py), onnxruntime's session
-    included: a model that makes onnx's or onnxruntime's C++ code abort is a ModelError here. This
-    process makes its own session only when the float model is first run."""
-    from quantcore.importers import _source
-    from quantcore.importers._isolated import isolated
-
-    path = Path(path)
-    source = _source.read(path, str(path))
-    if _is_tflite(path, source.data):
-        graph = isolated(str(path), lambda: _prepared_tflite(source, path))
-        return LoadedModel(path, graph, IrFloat(graph))
-    _import_onnx_modules()
-    graph, inlined = isolated(str(path), lambda: _prepared(source, batch, path))
-    return LoadedModel(path, graph, OnnxFloat(source.data if inlined is None else inlined, graph))
-
-
-def _import_onnx_modules() -> None:
-    """Import onnx and onnxruntime here, before the fork: the child inherits them instead of importing
-    them itself, and this process needs both anyway (its own onnxruntime session runs the float model).
-    Importing them runs none of their C++ on the model: only the child parses and checks its bytes.
-    Imported in the child alone they cost the process ~1 s twice (onnx's import of ml_dtypes takes 0.8 s
-    of that, registering its numpy casts)."""
-    import onnxruntime  # noqa: F401
-
-    import quantcore.importers.onnx  # noqa: F401 - imports onnx
-
-
-def _prepared(source: Source, batch: int, path: Path) -> tuple[Graph, bytes | None]:
-    """The prepared, checked graph after one onnxruntime session was made from the bytes onnxruntime
-    runs (its C++ code must not meet them first in the parent process); those bytes too when they are
-    not the file's (external data inlined), so that the parent is not sent a copy of what it holds."""
-    from quantcore.importers.onnx import load_source
-
-    imported = load_source(source, batch=batch)
-    graph = prepare(imported.graph)
-    check_supported(graph, str(path))
-    graph = graph.evolve(meta={**graph.meta, "source_name": path.name})
-    OnnxFloat(imported.runnable, graph).load()
-    return graph, None if imported.runnable == source.data else imported.runnable
-
-
-def _is_tflite(path: Path, data: bytes) -> bool:
-    """A name ending in .onnx is ONNX (its importer resolves external data beside it), one ending in
-    .tflite is TFLite (a wrong identifier is then reported as not a TFLite model); any other name is
-    decided by the content: TFLite's flatbuffer identifier "TFL3" at bytes 4..8, which an ONNX protobuf
-    does not carry there."""
-    suffix = path.suffix.lower()
-    if suffix in (".onnx", ".tflite"):
-        return suffix == ".tflite"  # the TFLite reader (0.2 s of imports) is not loaded for an .onnx
-    from quantcore.importers.tflite import is_tflite
-
-    return is_tflite(data)
-
-
-def _prepared_tflite(source: Source, path: Path) -> Graph:
-    from quantcore.importers.tflite import load_source
-
-    graph = prepare(load_source(source))
-    check_supported(graph, str(path))
-    return graph.evolve(meta={**graph.meta, "source_name": path.name})
-
-
-def check_supported(graph: Graph, source: str) -> None:
-    """Raise ModelError when the graph as a whole cannot become firmware, UnsupportedError for the first
-    node in CMSIS-NN form that no CMSIS-NN kernel can run; the message says what the node has and why."""
-    from quantcore.display import shown
-    from quantcore.support import GRAPH, KERNELS
-
-    for rule in GRAPH:
-        if not rule(graph):
-            raise ModelError(source, rule.explain(graph))
-    for node in graph.nodes:
-        support = KERNELS[node.op]
-        broken = support.violations(graph, node)
-        if broken:
-            reason = broken[0].explain((graph, node))
-            raise UnsupportedError(source, shown(node.name), node.op.json_name, reason)
-        if not support.kernels:
-            raise UnsupportedError(source, shown(node.name), node.op.json_name, "no CMSIS-NN kernel runs it")
+    All of it runs in a child process first (quantcore/loading.py), onnxruntime's session included: a
+    model that makes onnx's or onnxruntime's C++ code abort is a ModelError here. This process makes its
+    own session only when the float model is first run. `started`: that child, forked by the caller
+    (loading.start) before it imported this module, so that the two went on side by side."""
+    started = loading.start(path, batch) if started is None else started
+    graph, runnable = started.result()
+    if runnable is None:
+        return LoadedModel(started.path, graph, IrFloat(graph))
+    return LoadedModel(started.path, graph, OnnxFloat(runnable, graph))
 
 
 def quantize(

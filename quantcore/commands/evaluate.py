@@ -41,12 +41,15 @@ def register(sub: Subcommands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quantcore import pipeline
-    from quantcore.quantize import params_json
-    from quantcore.verify.report import json_text, write_atomically
+    from quantcore import loading
 
-    document = params_json.load(Path(args.params))
-    model = pipeline.load_model(args.model)
+    with loading.start(args.model) as child:  # the model is read there while the engine is imported here
+        from quantcore import pipeline
+        from quantcore.quantize import params_json
+        from quantcore.verify.report import json_text, write_atomically
+
+        document = params_json.load(Path(args.params))
+        model = pipeline.load_model(args.model, started=child)
     dataset = pipeline.load_data(args.data, model.graph)
     if args.samples:
         dataset = dataset.head(args.samples)

@@ -133,12 +133,15 @@ def _method(name: str, percentile: float) -> RangeMethod:
 
 
 def run(args: argparse.Namespace) -> int:
-    from quantcore import pipeline
-    from quantcore.quantize import params_json
-    from quantcore.quantize.mixed_precision import Budget
+    from quantcore import loading
 
     started = time.perf_counter()
-    model = pipeline.load_model(args.model)
+    with loading.start(args.model) as child:  # the model is read there while the quantizer is imported here
+        from quantcore import pipeline
+        from quantcore.quantize import params_json
+        from quantcore.quantize.mixed_precision import Budget
+
+        model = pipeline.load_model(args.model, started=child)
     if model.fully_quantized:
         return _imported(args, model, started)
     if args.calib is None:

@@ -11,6 +11,7 @@ exist (Windows) the import runs in the process itself.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import gc
 import os
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Generic, NamedTuple, NoReturn, TypeVar
 
 from quantcore.errors import ModelError, QuantcoreError
 
@@ -30,34 +31,76 @@ T = TypeVar("T")
 def isolated(source: str, work: Callable[[], T]) -> T:
     """`work()` run in a forked child: its result, or its exception raised here; ModelError naming
     `source` when the child dies (a signal) instead of answering."""
+    return start(source, work).result()
+
+
+def start(source: str, work: Callable[[], T]) -> Pending[T]:
+    """`work()` started in a forked child; this process goes on until it asks for the answer
+    (Pending.result). Where fork does not exist (Windows) the work is done here, now."""
     if not hasattr(os, "fork"):
-        return work()
-    with tempfile.TemporaryFile() as errors:
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            os.close(read_end)
-            _child(work, write_end, errors.fileno())
-        os.close(write_end)
-        try:
-            data = _read_all(read_end)
-        except BaseException:  # interrupted (Ctrl-C, a test's deadline): the child must not outlive us
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise
-        finally:
-            os.close(read_end)
-        _, status = os.waitpid(pid, 0)
-        written = _tail(errors)
-    if not data:
-        death = ModelError(source, _death(status))
+        return Pending(source, None, (work(),))
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed by the Pending
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        _child(work, write_end, errors.fileno())
+    os.close(write_end)
+    return Pending(source, _Child(pid, read_end, errors))
+
+
+class _Child(NamedTuple):
+    pid: int
+    answer: int
+    """The read end of the pipe the child sends its pickled answer on."""
+    errors: Any
+    """The file the child's stdout and stderr go to."""
+
+
+class Pending(Generic[T]):
+    """The isolated work of `start`, under way in a child process (or done, where fork does not exist).
+    Ask for its answer once (`result`), or `cancel` it: a child is never left behind unwaited."""
+
+    def __init__(self, source: str, child: _Child | None, done: tuple[T] | None = None) -> None:
+        self.source, self._child, self._done = source, child, done
+
+    def result(self) -> T:
+        """What work() returned, or its exception raised here; ModelError when the child died instead."""
+        child, self._child = self._child, None
+        if child is None:
+            if self._done is None:
+                raise RuntimeError(f"{self.source}: the isolated work's answer was asked for twice")
+            return self._done[0]  # done here (no fork)
+        with child.errors:
+            try:
+                data = _read_all(child.answer)
+            except BaseException:  # interrupted (Ctrl-C, a test's deadline): the child must not outlive us
+                os.kill(child.pid, signal.SIGKILL)
+                os.waitpid(child.pid, 0)
+                raise
+            finally:
+                os.close(child.answer)
+            _, status = os.waitpid(child.pid, 0)
+            written = _tail(child.errors)
+        if not data:
+            death = ModelError(self.source, _death(status))
+            if written:
+                death.add_note(f"the child process wrote:\n{written}")
+            raise death
         if written:
-            death.add_note(f"the child process wrote:\n{written}")
-        raise death
-    if written:
-        sys.stderr.write(written)  # its warnings, as if it had run here
-    result: T = _answer(pickle.loads(data))  # what work() returned, pickled by the child
-    return result
+            sys.stderr.write(written)  # its warnings, as if it had run here
+        result: T = _answer(pickle.loads(data))  # what work() returned, pickled by the child
+        return result
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs (its answer is not wanted: the command failed before)."""
+        child, self._child = self._child, None
+        if child is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child.pid, signal.SIGKILL)
+            os.waitpid(child.pid, 0)
+            os.close(child.answer)
+            child.errors.close()
 
 
 def _child(work: Callable[[], Any], write_end: int, errors: int) -> NoReturn:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from quantcore.errors import ModelError, UnsupportedError
-from quantcore.importers._isolated import isolated
+from quantcore.importers._isolated import isolated, start
 
 from .test_hostile_models import Hang, deadline
 
@@ -85,3 +85,29 @@ def test_an_interrupted_parent_kills_its_child() -> None:
         isolated("m.onnx", lambda: time.sleep(60))
     assert time.monotonic() - start < 10
     assert _children() <= before  # no child left behind, not even a zombie
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to list child processes")
+def test_a_cancelled_child_is_stopped_and_reaped() -> None:
+    before = _children()
+    pending = start("m.onnx", lambda: time.sleep(60))
+    assert len(_children() - before) == 1  # it runs while this process goes on
+    pending.cancel()
+    assert _children() <= before
+    pending.cancel()  # a second cancel (or one after the answer was taken) does nothing
+
+
+def test_the_parent_goes_on_while_the_child_works(tmp_path: Path) -> None:
+    """start returns at once; the answer is the work's, taken when asked for (here after this process
+    wrote the file the child waits for: both ran at the same time)."""
+    flag = tmp_path / "parent-went-on"
+
+    def work() -> str:
+        while not flag.exists():
+            time.sleep(0.01)
+        return "answered"
+
+    with deadline(30):
+        pending = start("m.onnx", work)
+        flag.write_text("")
+        assert pending.result() == "answered"
