@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 BROKEN = REPO / "examples" / "broken"
 TORCH_ENTRIES = re.compile(r"(torch|torchgen|functorch)([-.].*)?\Z")
 """The top-level entries of site-packages that the torch wheel installs."""
-HEAVY = ("numpy", "torch", "onnx", "onnxruntime", "jinja2", "PIL")
+HEAVY = ("numpy", "torch", "onnx", "onnxruntime", "jinja2", "PIL", "numba")
 COMMANDS = (
     "conformance", "cmsis-nn", "quantize", "evaluate", "sensitivity", "qat", "generate", "build",
     "verify", "flash-verify", "report", "check", "lsp",

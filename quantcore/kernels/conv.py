@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from quantcore.kernels import jit
 from quantcore.kernels._int import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, Args, wrap32
 from quantcore.kernels.requantize import BiasedRequantize, Rounding, requantize_int32
 from quantcore.kernels.window import Window, check_window
@@ -236,8 +237,17 @@ def finish_s8(
     CPU's cache across the dozen passes, instead of a dozen passes over the whole batch through memory.
     `acc` is the caller's scratch, overwritten. `bound`, when the caller knows one, is the largest |acc|
     before the bias (accumulator_bound): with the bias it proves the int32 wrap a no-op, without the two
-    passes that look."""
+    passes that look. With the compiled loops on (quantcore.kernels.jit), one compiled pass computes the
+    same bytes (quantcore.kernels.compiled); what follows is the numpy reference."""
     bias, multiplier, shift = quant
+    if jit.enabled() and acc.size:
+        from quantcore.kernels import compiled  # loads numba: only here (quantcore.kernels.jit)
+
+        rows = acc.reshape(-1, acc.shape[-1] if acc.ndim else 1)
+        single = rounding is Rounding.SINGLE
+        return compiled.finish_rows(rows, bias, multiplier, shift, single, output_offset, clamp).reshape(
+            acc.shape
+        )
     wide_bias = None if bias is None else bias.astype(np.int64)
     largest_bias = 0 if wide_bias is None else int(np.abs(wide_bias).max(initial=0))
     fits = bound is not None and bound + largest_bias <= INT32_MAX

@@ -1,0 +1,114 @@
+"""The compiled finish_s8 (quantcore.kernels.compiled) writes exactly the bytes of the numpy reference.
+
+Both paths run in one process: FIXPOINT_JIT=0 selects the numpy one (quantcore.kernels.jit). The inputs
+cover what the arithmetic can meet: accumulators at INT32_MIN/MAX and beyond int32 (the C's wrap),
+multipliers near 2^31 and negative ones, every shift in [-31, 30] (left shifts included), output
+offsets at +-128 and far outside (the int32 wrap of out + offset), clamps wider than int8 and crossed,
+both roundings, with and without bias, and the `bound` that lets the numpy path fold the bias
+(BiasedRequantize) or not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from quantcore.kernels import conv, jit
+from quantcore.kernels._int import INT32_MAX, INT32_MIN
+from quantcore.kernels.requantize import Rounding
+
+pytestmark = pytest.mark.skipif(not jit.enabled(), reason="numba is not installed")
+
+Array = np.ndarray[Any, Any]
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, acc: Array, *args: Any, **kw: Any) -> tuple[Array, Array]:
+    """finish_s8 on copies of `acc` (its scratch), compiled then numpy."""
+    monkeypatch.setenv(jit.SWITCH, "1")
+    compiled = conv.finish_s8(acc.copy(), *args, **kw)
+    monkeypatch.setenv(jit.SWITCH, "0")
+    reference = conv.finish_s8(acc.copy(), *args, **kw)
+    assert compiled.dtype == reference.dtype == np.int8
+    assert compiled.shape == reference.shape == acc.shape
+    return compiled, reference
+
+
+def _quant(rng: np.random.Generator, channels: int, shifts: Array, bias: bool) -> tuple[Any, Array, Array]:
+    mult = rng.integers(1 << 30, 1 << 31, channels, dtype=np.int64)
+    mult[: min(2, channels)] = [INT32_MAX, INT32_MAX - 1][: min(2, channels)]
+    b = rng.integers(INT32_MIN, INT32_MAX + 1, channels, dtype=np.int64).astype(np.int32) if bias else None
+    return b, mult.astype(np.int32), shifts.astype(np.int32)
+
+
+def _acc(rng: np.random.Generator, shape: tuple[int, ...], span: int) -> Array:
+    acc = rng.integers(-span, span + 1, shape, dtype=np.int64)
+    flat = acc.reshape(-1)
+    flat[:6] = [INT32_MIN, INT32_MAX, INT32_MIN + 1, INT32_MAX - 1, 0, -1]
+    return acc
+
+
+@pytest.mark.parametrize("rounding", list(Rounding))
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("span", [2**31 - 1, 2**33, 3000])
+def test_every_shift_wide_accumulators(
+    monkeypatch: pytest.MonkeyPatch, rounding: Rounding, bias: bool, span: int
+) -> None:
+    rng = np.random.default_rng(span + bias)
+    shifts = np.arange(-31, 31)
+    acc = _acc(rng, (40, 3, len(shifts)), span)
+    quant = _quant(rng, len(shifts), shifts, bias)
+    for offset, clamp in [
+        (0, (-128, 127)),
+        (-128, (-128, 127)),
+        (127, (-20, 90)),
+        (2**31 - 1, (-(2**31), 2**31 - 1)),
+    ]:
+        compiled, reference = _both(monkeypatch, acc, quant, offset, clamp, rounding)
+        np.testing.assert_array_equal(compiled, reference)
+
+
+@pytest.mark.parametrize("rounding", list(Rounding))
+def test_folded_bias_path_and_long_rows(monkeypatch: pytest.MonkeyPatch, rounding: Rounding) -> None:
+    """Accumulators within a known bound: the numpy path folds the bias and lays out long rows."""
+    rng = np.random.default_rng(7)
+    channels, bound = 24, 2**20
+    acc = rng.integers(-bound, bound + 1, (70, 9, 11, channels), dtype=np.int64)
+    shifts = rng.integers(-31, 1, channels)
+    quant = _quant(rng, channels, shifts, True)
+    quant = (np.clip(quant[0], -(2**24), 2**24).astype(np.int32), quant[1], quant[2])
+    for offset in (-128, 5, 127):
+        compiled, reference = _both(monkeypatch, acc, quant, offset, (-128, 127), rounding, bound)
+        np.testing.assert_array_equal(compiled, reference)
+
+
+@pytest.mark.parametrize("rounding", list(Rounding))
+def test_negative_and_small_multipliers_and_odd_clamps(
+    monkeypatch: pytest.MonkeyPatch, rounding: Rounding
+) -> None:
+    rng = np.random.default_rng(11)
+    channels = 17
+    mult = np.array([INT32_MIN + 1, -1, 0, 1, -(2**30), 2**30, *rng.integers(INT32_MIN + 1, INT32_MAX, 11)])
+    shifts = rng.integers(-31, 31, channels)
+    bias = rng.integers(-(2**20), 2**20, channels).astype(np.int32)
+    acc = _acc(rng, (33, channels), 2**31)
+    quant = (bias, mult.astype(np.int32), shifts.astype(np.int32))
+    for clamp in [(-300, 300), (100, -100), (-(2**31), 2**31 - 1), (0, 0)]:
+        for offset in (-(2**31), -128, 128, 2**31 - 1):
+            compiled, reference = _both(monkeypatch, acc, quant, offset, clamp, rounding)
+            np.testing.assert_array_equal(compiled, reference)
+
+
+def test_the_switch_selects_the_numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jit.SWITCH, "0")
+    assert not jit.enabled()
+    monkeypatch.setenv(jit.SWITCH, "1")
+    assert jit.enabled()
+
+
+def test_one_channel_and_zero_dimensional(monkeypatch: pytest.MonkeyPatch) -> None:
+    quant = (np.array([5], np.int32), np.array([INT32_MAX], np.int32), np.array([-3], np.int32))
+    for acc in (np.array(1000, np.int64), np.arange(-500, 500, dtype=np.int64).reshape(1000, 1)):
+        compiled, reference = _both(monkeypatch, acc, quant, -7, (-128, 127), Rounding.DOUBLE)
+        np.testing.assert_array_equal(compiled, reference)
