@@ -116,8 +116,10 @@ class _Sums:
         qgraph, out_name = self.qgraph, self.qgraph.outputs[0]
         for node in self.nodes:
             out = node.outputs[0]
-            dequantized = int8_exec.dequantize_tensor(qgraph, out, qs[out])
-            self.layers[node.name].update(references[out][part], dequantized)
+            quant = qgraph.tensor(out).quant
+            assert quant is not None
+            scale, zero_point = int8_exec.activation_scale(quant), int(quant.zero_point)
+            self.layers[node.name].update_quantized(references[out][part], qs[out], scale, zero_point)
         f_logits = references[out_name][part]
         n = len(f_logits)
         f_logits = f_logits.reshape(n, -1)
