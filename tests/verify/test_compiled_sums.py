@@ -64,6 +64,12 @@ def _spread(rng: np.random.Generator, shape: tuple[int, ...]) -> Array:
     return rng.standard_normal(shape) * 10.0 ** rng.uniform(-4, 4, shape)
 
 
+def _ints(
+    rng: np.random.Generator, lo: int, hi: int, shape: tuple[int, ...], dtype: type[np.integer[Any]]
+) -> Array:
+    return np.asarray(rng.integers(lo, hi, shape), dtype=dtype)
+
+
 def _plain(f: Array, d: Array) -> tuple[float, ...]:
     f64 = np.asarray(f, dtype=np.float64)
     e = f64 - d
@@ -75,7 +81,7 @@ def test_every_size_gives_numpys_bits(monkeypatch: pytest.MonkeyPatch, dtype: ty
     rng = np.random.default_rng(3)
     for n in SIZES:
         f = _spread(rng, (n,)).astype(dtype)
-        q = rng.integers(-128, 128, n).astype(np.int8)
+        q = _ints(rng, -128, 128, (n,), np.int8)
         compiled, reference = _both(monkeypatch, f, q, 0.37, -3)
         assert _fields(compiled) == _fields(reference), n
         d = (q.astype(np.float64) + 3) * 0.37
@@ -104,7 +110,7 @@ def test_evaluates_layouts_give_numpys_bits(
     rng = np.random.default_rng(sum(shape))
     n, c, h, w = shape
     run = _spread(rng, (n + 4, c, h, w)).astype(dtype)
-    q = rng.integers(-128, 128, (n, h, w, c)).astype(np.int8)
+    q = _ints(rng, -128, 128, (n, h, w, c), np.int8)
     scale = rng.uniform(0.01, 0.5, c) if per_channel else 0.02
     transposed = run[2 : 2 + n].transpose(0, 2, 3, 1)
     for f in (transposed, np.ascontiguousarray(transposed)):
@@ -116,7 +122,7 @@ def test_evaluates_layouts_give_numpys_bits(
 def test_int16_values(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(5)
     f = _spread(rng, (7, 9, 13)).astype(np.float32)
-    q = rng.integers(-32768, 32768, f.shape).astype(np.int16)
+    q = _ints(rng, -32768, 32768, f.shape, np.int16)
     compiled, reference = _both(monkeypatch, f, q, 3.1e-5, 0)
     assert _fields(compiled) == _fields(reference)
 
@@ -127,7 +133,8 @@ def test_int16_values(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_layouts_left_to_numpy_give_its_figures(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     rng = np.random.default_rng(9)
     run = _spread(rng, (6, 8, 10, 12)).astype(np.float32)
-    f, q = run, rng.integers(-128, 128, run.shape).astype(np.int8)
+    f: Array = run
+    q = _ints(rng, -128, 128, run.shape, np.int8)
     scale: float | Array = 0.1
     if layout == "q transposed":
         q = q.transpose(0, 2, 1, 3).copy().transpose(0, 2, 1, 3)
@@ -137,7 +144,7 @@ def test_layouts_left_to_numpy_give_its_figures(monkeypatch: pytest.MonkeyPatch,
         f = run[::-1]
     elif layout == "f transposed with gaps":
         f = run[:, :, :, ::3].transpose(0, 2, 3, 1)
-        q = rng.integers(-128, 128, f.shape).astype(np.int8)
+        q = _ints(rng, -128, 128, f.shape, np.int8)
     else:
         scale = rng.uniform(0.1, 0.2, (6, 1, 1, 1))
     compiled, reference = _both(monkeypatch, f, q, scale, 1)
