@@ -1,5 +1,5 @@
 """finish_s8 as one compiled loop (numba): bias, requantization, output offset, clamp and the int8 narrowing
-per element, with the per-channel constants read once per channel.
+per element, in one pass.
 
 The arithmetic is `requantize` (kernels/requantize.py) and `clamp_offset_s8` (kernels/conv.py) written
 element by element, in int64 as numpy computes it:
@@ -42,25 +42,26 @@ def _finish_rows(
     act_max: int,
     out: npt.NDArray[np.int8],
 ) -> None:
-    """acc (rows, channels) -> out (rows, channels) int8, one row at a time (the constants, one row per
-    channel - bias, multiplier, shift, the rounding nudge 2^(-shift - 1) - stay in cache)."""
+    """acc (rows, channels) -> out (rows, channels) int8, one row at a time. `constants` holds a row per
+    constant and a column per channel (see finish_rows); the loop has no branch on a channel's shift (a
+    left shift by 0 and a right shift by 0 with a 0 nudge change nothing), so LLVM vectorizes it."""
     rows, channels = acc.shape
+    bias, multiplier, left, right = constants[0], constants[1], constants[2], constants[3]
+    nudge, rounds, single_shift = constants[4], constants[5], constants[6]
     for r in range(rows):
         for c in range(channels):
-            m, s = constants[c, 1], constants[c, 2]
-            v = _wrap(acc[r, c] + constants[c, 0])
+            v = _wrap(acc[r, c] + bias[c])
             if single:
-                x = _wrap((((v * m) >> (30 - s)) + 1) >> 1)
+                x = _wrap((((v * multiplier[c]) >> single_shift[c]) + 1) >> 1)
             else:
-                if s > 0:
-                    v = _wrap(v << s)
-                x = (v * m + (1 << 30)) >> 31
-                if s < 0:
-                    x = (x + constants[c, 3] - (1 if x < 0 else 0)) >> -s
+                v = _wrap(v << left[c])
+                x = (v * multiplier[c] + (1 << 30)) >> 31
+                # the midpoint away from zero: one less nudge for a negative x where there is a shift
+                x = (x + nudge[c] + ((x >> 63) & rounds[c])) >> right[c]
             out[r, c] = min(max(_wrap(x + output_offset), act_min), act_max)
 
 
-_wrap = _nb.njit(cache=True, nogil=True)(_wrap32_int)
+_wrap = _nb.njit(cache=True, inline="always")(_wrap32_int)
 _finish_compiled: Any = _nb.njit(cache=True, nogil=True)(_finish_rows)
 
 
@@ -75,12 +76,19 @@ def finish_rows(
 ) -> npt.NDArray[np.int8]:
     """finish_s8 over accumulators laid out (rows, channels): the int8 result, (rows, channels)."""
     channels = rows.shape[1]
-    constants = np.zeros((channels, 4), dtype=np.int64)
-    if bias is not None:
-        constants[:, 0] = bias
-    constants[:, 1] = multiplier
-    constants[:, 2] = shift
-    constants[:, 3] = (np.int64(1) << np.maximum(-constants[:, 2], 0)) >> 1
+    shift = shift.astype(np.int64)
+    right = np.maximum(-shift, 0)
+    constants = np.stack(
+        [
+            np.zeros(channels, np.int64) if bias is None else bias.astype(np.int64),
+            multiplier.astype(np.int64),
+            np.maximum(shift, 0),  # double rounding's left shift (C: val * (1 << left), in int32)
+            right,  # its rounding right shift
+            (np.int64(1) << right) >> 1,  # its nudge 2^(right - 1), 0 without a shift
+            -(right > 0).astype(np.int64),  # -1 where a negative x takes one less nudge, else 0
+            30 - shift,  # single rounding: (v M) >> (31 - shift - 1), then (x + 1) >> 1
+        ]
+    )
     out = np.empty(rows.shape, dtype=np.int8)
     _finish_compiled(
         np.ascontiguousarray(rows), constants, single, int(output_offset), int(clamp[0]), int(clamp[1]), out
