@@ -24,6 +24,7 @@ import numpy.typing as npt
 from quantcore.kernels import jit
 
 _nb = jit.numba()
+_CACHE = jit.caching()
 
 _INT32_SPAN = 1 << 32
 _INT32_BIAS = 1 << 31
@@ -61,8 +62,71 @@ def _finish_rows(
             out[r, c] = min(max(_wrap(x + output_offset), act_min), act_max)
 
 
-_wrap = _nb.njit(cache=True, inline="always")(_wrap32_int)
-_finish_compiled: Any = _nb.njit(cache=True, nogil=True)(_finish_rows)
+_wrap = _nb.njit(cache=_CACHE, inline="always")(_wrap32_int)
+_finish_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_finish_rows)
+
+
+def _depthwise(
+    x: npt.NDArray[np.int8],
+    weights: npt.NDArray[np.int8],
+    geometry: npt.NDArray[np.int64],
+    input_offset: int,
+    acc: npt.NDArray[np.int64],
+) -> None:
+    """acc[n, oy, ox, c*ch_mult + m] = wrap32(sum over the taps inside the input of
+    (x[n, iy, ix, c] + input_offset) * weights[ky, kx, c*ch_mult + m]); `geometry` is
+    (stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, ch_mult)."""
+    batch, height, width, channels = x.shape
+    kh, kw, _ = weights.shape
+    _, out_h, out_w, _ = acc.shape
+    sh, sw, ph, pw, dh, dw, ch_mult = geometry
+    for n in range(batch):
+        for oy in range(out_h):
+            for ox in range(out_w):
+                row = acc[n, oy, ox]
+                row[:] = 0
+                for ky in range(kh):
+                    iy = oy * sh - ph + ky * dh
+                    if iy < 0 or iy >= height:
+                        continue  # padding: (fill + offset) * w = 0
+                    for kx in range(kw):
+                        ix = ox * sw - pw + kx * dw
+                        if ix < 0 or ix >= width:
+                            continue
+                        pixel, tap = x[n, iy, ix], weights[ky, kx]
+                        if ch_mult == 1:
+                            for c in range(channels):
+                                row[c] += (np.int64(pixel[c]) + input_offset) * np.int64(tap[c])
+                        else:
+                            for c in range(channels):
+                                value = np.int64(pixel[c]) + input_offset
+                                for m in range(ch_mult):
+                                    row[c * ch_mult + m] += value * np.int64(tap[c * ch_mult + m])
+                for o in range(row.size):
+                    row[o] = _wrap(row[o])
+
+
+_depthwise_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_depthwise)
+
+
+def depthwise_accumulate(
+    x: npt.NDArray[np.int8],
+    weights: npt.NDArray[np.int8],
+    ch_mult: int,
+    geometry: tuple[tuple[int, int], tuple[int, int], tuple[int, int]],
+    hw: tuple[int, int],
+    input_offset: int,
+) -> npt.NDArray[np.int64]:
+    """conv.depthwise_accumulate's result (weights (kh, kw, C*ch_mult); geometry: stride, padding,
+    dilation): each output pixel's taps summed in int64 and wrapped to int32 once - the C accumulator's
+    wrap-around is modular, so this equals both numpy paths (float32 where exact, else int32)."""
+    (sh, sw), (ph, pw), (dh, dw) = geometry
+    acc = np.empty((x.shape[0], hw[0], hw[1], weights.shape[2]), dtype=np.int64)
+    numbers = np.array([sh, sw, ph, pw, dh, dw, ch_mult], dtype=np.int64)
+    _depthwise_compiled(
+        np.ascontiguousarray(x), np.ascontiguousarray(weights), numbers, int(input_offset), acc
+    )
+    return acc
 
 
 def finish_rows(

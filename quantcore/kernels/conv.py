@@ -191,8 +191,14 @@ def depthwise_accumulate(
     """Per tap: acc[..., c, m] += (x[..., c] + input_offset) * w[ky, kx, c*ch_mult + m].
 
     In float32 when that is exact (see exact_float: a tap sum is at most kh*kw products), else in int32,
-    whose wrap-around is the C accumulator's.
+    whose wrap-around is the C accumulator's. With the compiled loops on (quantcore.kernels.jit), one
+    compiled loop computes the same integers (quantcore.kernels.compiled); what follows is the reference.
     """
+    if jit.enabled() and x.size:
+        from quantcore.kernels import compiled  # loads numba: only here (quantcore.kernels.jit)
+
+        geometry = (window.stride, window.padding, window.dilation)
+        return compiled.depthwise_accumulate(x, weights, ch_mult, geometry, hw, input_offset)
     n, _, _, in_ch = x.shape
     taps = weights.reshape(weights.shape[0], weights.shape[1], in_ch, ch_mult)
     w_abs_sums = np.abs(taps.astype(np.int64)).sum(axis=(0, 1)).ravel()

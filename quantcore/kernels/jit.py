@@ -52,3 +52,15 @@ def numba() -> ModuleType:
     import numba as module
 
     return module
+
+
+@functools.cache
+def caching() -> bool:
+    """Whether numba's cache folder can be written: numba refuses to define a cached function where it
+    cannot (a read-only home); the loops are then compiled in each process instead."""
+    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or cache_folder())
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(folder, os.W_OK)

@@ -34,6 +34,7 @@ import numpy.typing as npt
 from quantcore.kernels import jit
 
 _nb = jit.numba()
+_CACHE = jit.caching()
 
 Sums = tuple[tuple[float, float, float, float], float, float]
 """(sum f f, sum e e, sum f d, sum d d), max |e|, max |f|."""
@@ -148,10 +149,10 @@ def _all_sums(
     return 0.0 + s[0], 0.0 + s[1], 0.0 + s[2], 0.0 + s[3], s[4], s[5]
 
 
-_at_: Any = _nb.njit(cache=True, inline="always")(_at)
-_add_: Any = _nb.njit(cache=True, inline="always")(_add)
-_leaf_compiled: Any = _nb.njit(cache=True, nogil=True)(_leaf)
-_all_sums_compiled: Any = _nb.njit(cache=True, nogil=True)(_all_sums)
+_at_: Any = _nb.njit(cache=_CACHE, inline="always")(_at)
+_add_: Any = _nb.njit(cache=_CACHE, inline="always")(_add)
+_leaf_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_leaf)
+_all_sums_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_all_sums)
 
 
 def sums(
