@@ -251,9 +251,8 @@ def finish_s8(
 
         rows = acc.reshape(-1, acc.shape[-1] if acc.ndim else 1)
         single = rounding is Rounding.SINGLE
-        return compiled.finish_rows(rows, bias, multiplier, shift, single, output_offset, clamp).reshape(
-            acc.shape
-        )
+        result = compiled.finish_rows(rows, bias, multiplier, shift, single, output_offset, clamp)
+        return result.reshape(acc.shape)
     wide_bias = None if bias is None else bias.astype(np.int64)
     largest_bias = 0 if wide_bias is None else int(np.abs(wide_bias).max(initial=0))
     fits = bound is not None and bound + largest_bias <= INT32_MAX

@@ -1,4 +1,5 @@
-"""How far the int8 network is from the float one: the figures `fixpoint evaluate` reports, in numpy alone.
+"""How far the int8 network is from the float one: the figures `fixpoint evaluate` reports, in numpy (and
+a compiled twin of the sums with the same bits, verify/compiled_sums.py, for `update_quantized`).
 
 Per tensor (a layer's output, or all model outputs together), for a float reference f and the dequantized
 int8 result q of the same shape, computed in float64:
