@@ -11,6 +11,7 @@ import numpy as np
 from quantcore.data import DataSet
 from quantcore.ir import Graph, Node
 from quantcore.ir.io_layout import to_firmware
+from quantcore.kernels import jit
 from quantcore.kernels.blas import single_threaded
 from quantcore.quantize import lowering
 from quantcore.runtime import int8_exec
@@ -48,7 +49,7 @@ def evaluate_graphs(
 ) -> EvaluationReport:
     layers = [n for n in qgraph.nodes if n.op.computes]
     sums = _Sums(qgraph, layers)
-    with reuse_freed_memory():
+    with reuse_freed_memory(), jit.compiled_loops():
         for xs, ys, references in _with_float_run(
             float_model, qgraph.inputs[0], data, batch_size * RUN_BATCHES, progress
         ):

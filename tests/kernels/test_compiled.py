@@ -24,7 +24,7 @@ from quantcore.kernels._int import INT32_MAX, INT32_MIN
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.window import Window
 
-pytestmark = pytest.mark.skipif(not jit.enabled(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not jit.installed(), reason="numba is not installed")
 
 Array = np.ndarray[Any, Any]
 Pair = tuple[int, int]
@@ -33,7 +33,9 @@ Pair = tuple[int, int]
 def _both(monkeypatch: pytest.MonkeyPatch, acc: Array, *args: Any, **kw: Any) -> tuple[Array, Array]:
     """finish_s8 on copies of `acc` (its scratch), compiled then numpy."""
     monkeypatch.setenv(jit.SWITCH, "1")
-    compiled = conv.finish_s8(acc.copy(), *args, **kw)
+    with jit.compiled_loops():
+        assert jit.enabled()
+        compiled = conv.finish_s8(acc.copy(), *args, **kw)
     monkeypatch.setenv(jit.SWITCH, "0")
     reference = conv.finish_s8(acc.copy(), *args, **kw)
     assert compiled.dtype == reference.dtype == np.int8
@@ -106,11 +108,15 @@ def test_negative_and_small_multipliers_and_odd_clamps(
             np.testing.assert_array_equal(compiled, reference)
 
 
-def test_the_switch_selects_the_numpy_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(jit.SWITCH, "0")
-    assert not jit.enabled()
+def test_the_loops_run_only_where_asked_and_not_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(jit.SWITCH, "1")
-    assert jit.enabled()
+    assert not jit.enabled()  # quantize and every other caller: numpy
+    with jit.compiled_loops():
+        assert jit.enabled()
+        monkeypatch.setenv(jit.SWITCH, "0")
+        assert not jit.enabled()
+    monkeypatch.setenv(jit.SWITCH, "1")
+    assert not jit.enabled()
 
 
 def test_one_channel_and_zero_dimensional(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,8 +140,9 @@ def _depthwise_both(monkeypatch: pytest.MonkeyPatch, x: Array, w: Array, ch_mult
     results = []
     for switch in ("1", "0"):
         monkeypatch.setenv(jit.SWITCH, switch)
-        acc = conv.depthwise_accumulate(x, w, ch_mult, window, hw, kw["input_offset"])
-        out = conv.depthwise_conv_s8(x, w[None], output_offset=-3, output_hw=hw, **quant, **kw)
+        with jit.compiled_loops():
+            acc = conv.depthwise_accumulate(x, w, ch_mult, window, hw, kw["input_offset"])
+            out = conv.depthwise_conv_s8(x, w[None], output_offset=-3, output_hw=hw, **quant, **kw)
         results.append((acc, out))
     (acc, out), (acc_ref, out_ref) = results
     assert acc.dtype == acc_ref.dtype == np.int64
@@ -178,7 +185,8 @@ def test_depthwise_wide_sums_and_the_int32_wrap(monkeypatch: pytest.MonkeyPatch,
     w[..., 1] = -128
     geometry = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "input_offset": 128}
     monkeypatch.setenv(jit.SWITCH, "1")
-    acc = conv.depthwise_accumulate(x, w, 1, Window((taps, taps)), (1, 1), 128)
+    with jit.compiled_loops():
+        acc = conv.depthwise_accumulate(x, w, 1, Window((taps, taps)), (1, 1), 128)
     assert acc.tolist() == [[[[_wrap(taps * taps * 255 * 127), _wrap(taps * taps * 255 * -128)]]]]
     _depthwise_both(monkeypatch, x, w, 1, **geometry)
 

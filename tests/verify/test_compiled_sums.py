@@ -20,10 +20,11 @@ import pytest
 
 from quantcore import pipeline
 from quantcore.kernels import jit
+from quantcore.verify import compiled_sums
 from quantcore.verify.metrics import MetricsError, TensorAccumulator
 from tests.onnx_models import depthwise_cnn, small_cnn
 
-pytestmark = pytest.mark.skipif(not jit.enabled(), reason="numba is not installed")
+pytestmark = pytest.mark.skipif(not jit.installed(), reason="numba is not installed")
 
 Array = np.ndarray[Any, Any]
 SIZES = [
@@ -51,7 +52,9 @@ def _both(
     f_before, q_before = f.copy(), q.copy()
     monkeypatch.setenv(jit.SWITCH, "1")
     compiled = TensorAccumulator("conv")
-    compiled.update_quantized(f, q, scale, zero_point)
+    with jit.compiled_loops():
+        assert jit.enabled()
+        compiled.update_quantized(f, q, scale, zero_point)
     monkeypatch.setenv(jit.SWITCH, "0")
     reference = TensorAccumulator("conv")
     reference.update(f, (q.astype(np.float64) - zero_point) * scale)
@@ -82,6 +85,7 @@ def test_every_size_gives_numpys_bits(monkeypatch: pytest.MonkeyPatch, dtype: ty
     for n in SIZES:
         f = _spread(rng, (n,)).astype(dtype)
         q = _ints(rng, -128, 128, (n,), np.int8)
+        assert compiled_sums.sums(f, q, 0.37, -3) is not None  # the compiled loop's case
         compiled, reference = _both(monkeypatch, f, q, 0.37, -3)
         assert _fields(compiled) == _fields(reference), n
         d = (q.astype(np.float64) + 3) * 0.37
@@ -114,6 +118,7 @@ def test_evaluates_layouts_give_numpys_bits(
     scale = rng.uniform(0.01, 0.5, c) if per_channel else 0.02
     transposed = run[2 : 2 + n].transpose(0, 2, 3, 1)
     for f in (transposed, np.ascontiguousarray(transposed)):
+        assert compiled_sums.sums(f, q, scale, 5) is not None
         compiled, reference = _both(monkeypatch, f, q, scale, 5)
         assert _fields(compiled) == _fields(reference)
         assert compiled.sum_ff == float(np.sum(np.asarray(f, dtype=np.float64) ** 2))
@@ -147,6 +152,7 @@ def test_layouts_left_to_numpy_give_its_figures(monkeypatch: pytest.MonkeyPatch,
         q = _ints(rng, -128, 128, f.shape, np.int8)
     else:
         scale = rng.uniform(0.1, 0.2, (6, 1, 1, 1))
+    assert compiled_sums.sums(f, q, scale, 1) is None  # numpy's path
     compiled, reference = _both(monkeypatch, f, q, scale, 1)
     assert _fields(compiled) == _fields(reference)
 
@@ -159,14 +165,17 @@ def test_a_non_finite_reference_is_refused_naming_the_layer(
     acc = TensorAccumulator("pool2")
     f = np.ones((2, 3), dtype=np.float32)
     f[1, 2] = bad
-    with pytest.raises(MetricsError, match=r"pool2: the float reference contains NaN or infinity"):
+    with jit.compiled_loops(), pytest.raises(MetricsError, match=r"pool2: the float reference contains NaN"):
         acc.update_quantized(f, np.ones((2, 3), np.int8), 0.5, 0)
     assert acc.count == 0
 
 
 def test_a_shape_mismatch_is_refused_naming_the_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(jit.SWITCH, "1")
-    with pytest.raises(MetricsError, match=r"conv: float reference has shape \(2, 3\) but the int8 result"):
+    with (
+        jit.compiled_loops(),
+        pytest.raises(MetricsError, match=r"conv: float reference has shape \(2, 3\) but"),
+    ):
         TensorAccumulator("conv").update_quantized(np.ones((2, 3)), np.ones((3, 2), np.int8), 0.5, 0)
 
 
