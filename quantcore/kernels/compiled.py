@@ -26,6 +26,7 @@ from quantcore.kernels import jit
 _nb = jit.numba()
 _CACHE = jit.caching()
 
+_ROW = 32  # values in a row of the finish loop at least (finish_rows)
 _INT32_SPAN = 1 << 32
 _INT32_BIAS = 1 << 31
 
@@ -153,8 +154,17 @@ def finish_rows(
             30 - shift,  # single rounding: (v M) >> (31 - shift - 1), then (x + 1) >> 1
         ]
     )
+    rows = np.ascontiguousarray(rows)
     out = np.empty(rows.shape, dtype=np.int8)
-    _finish_compiled(
-        np.ascontiguousarray(rows), constants, single, int(output_offset), int(clamp[0]), int(clamp[1]), out
-    )
+    limits = (int(output_offset), int(clamp[0]), int(clamp[1]))
+    # Few channels make a short inner loop (6 channels: 5.8 ns a value against 0.45 from 16 up): whole
+    # groups of `widen` rows run as one row of at least _ROW values, the constants tiled to match.
+    widen = max(1, -(-_ROW // max(channels, 1)))
+    whole = len(rows) // widen * widen if widen > 1 else 0
+    if whole:
+        wide = (whole // widen, widen * channels)
+        _finish_compiled(
+            rows[:whole].reshape(wide), np.tile(constants, widen), single, *limits, out[:whole].reshape(wide)
+        )
+    _finish_compiled(rows[whole:], constants, single, *limits, out[whole:])
     return out

@@ -9,8 +9,9 @@ are imported, and only the code that runs them imports them (inside a function):
 
 The loops run only inside `compiled_loops()`, which `evaluate` opens around its batches (see there why
 only it). FIXPOINT_JIT=0 in the environment turns them off there too (every caller then takes its
-numpy path); the equality tests use it to hold both paths to the same results. It is read at each
-call, so a test can switch it. No fastmath anywhere: it lets LLVM reorder float sums, and the bits
+numpy path); the equality tests use it to hold both paths to the same results, and FIXPOINT_JIT=all runs
+the existing kernel and conformance suites through the compiled loops. It is read at each call, so a
+test can switch it. No fastmath anywhere: it lets LLVM reorder float sums, and the bits
 would change.
 
 Compiling them all costs a CLI process about 5 s, so numba's on-disk cache is on (cache=True) with its
@@ -32,7 +33,8 @@ from pathlib import Path
 from types import ModuleType
 
 SWITCH = "FIXPOINT_JIT"
-"""The environment variable: "0" selects the numpy paths."""
+"""The environment variable: "0" selects the numpy paths everywhere, "all" the compiled loops everywhere
+(to run the kernel and conformance suites through them); unset or "1", they run inside compiled_loops."""
 
 
 _WANTED: ContextVar[bool] = ContextVar("fixpoint_compiled_loops", default=False)
@@ -54,7 +56,8 @@ def compiled_loops() -> Iterator[None]:
 def enabled() -> bool:
     """Whether the compiled loops are to be used: asked for (compiled_loops), numba installed, and not
     switched off."""
-    return _WANTED.get() and os.environ.get(SWITCH, "1") != "0" and installed()
+    switch = os.environ.get(SWITCH, "1")
+    return (switch == "all" or (_WANTED.get() and switch != "0")) and installed()
 
 
 @functools.cache

@@ -109,6 +109,8 @@ def test_negative_and_small_multipliers_and_odd_clamps(
 
 
 def test_the_loops_run_only_where_asked_and_not_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jit.SWITCH, "all")
+    assert jit.enabled()  # everywhere: the suites run through the loops
     monkeypatch.setenv(jit.SWITCH, "1")
     assert not jit.enabled()  # quantize and every other caller: numpy
     with jit.compiled_loops():
