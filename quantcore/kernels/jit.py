@@ -7,12 +7,13 @@ compiled loop computes the same integers (and the same float64 bits) in one pass
 are imported, and only the code that runs them imports them (inside a function): `fixpoint --help`,
 `fixpoint check` and the language server never load numba (tests/test_cli_startup.py).
 
-The loops run only inside `compiled_loops()`, which `evaluate` opens around its batches (see there why
-only it). FIXPOINT_JIT=0 in the environment turns them off there too (every caller then takes its
-numpy path); the equality tests use it to hold both paths to the same results, and FIXPOINT_JIT=all runs
-the existing kernel and conformance suites through the compiled loops. It is read at each call, so a
-test can switch it. No fastmath anywhere: it lets LLVM reorder float sums, and the bits
-would change.
+The loops run only inside `compiled_loops()`, which `evaluate` opens around its batches when they are
+large enough to repay numba's load (COMPILED_LOOPS_FROM in verify/evaluate.py; why only evaluate: see
+compiled_loops).
+FIXPOINT_JIT=0 in the environment turns them off there too (every caller then takes its numpy path);
+the equality tests use it to hold both paths to the same results, and FIXPOINT_JIT=all runs them
+everywhere (the kernel and conformance suites through them). It is read at each call, so a test can
+switch it. No fastmath anywhere: it lets LLVM reorder float sums, and the bits would change.
 
 Compiling them all costs a CLI process about 5 s, so numba's on-disk cache is on (cache=True) with its
 folder in Fixpoint's per-user cache, $XDG_CACHE_HOME/fixpoint/numba: a later process loads the machine

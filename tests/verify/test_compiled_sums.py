@@ -20,7 +20,8 @@ import pytest
 
 from quantcore import pipeline
 from quantcore.kernels import jit
-from quantcore.verify import compiled_sums
+from quantcore.quantize.document import from_document
+from quantcore.verify import compiled_sums, evaluate
 from quantcore.verify.metrics import MetricsError, TensorAccumulator
 from tests.onnx_models import depthwise_cnn, small_cnn
 
@@ -203,8 +204,24 @@ def test_evaluate_reports_are_the_same_with_the_loop_on_and_off(
     )
     document = pipeline.quantize(loaded, data, options).document
     reports = []
-    for switch in ("1", "0"):
+    for switch in ("all", "0"):  # all: 200 samples are below evaluate's threshold for the loops
         monkeypatch.setenv(jit.SWITCH, switch)
         reports.append(pipeline.evaluate(loaded, document, data, batch_size=48))
     assert reports[0] == reports[1]
     assert len(reports[0].layers) >= 4 and reports[0].samples == 200
+
+
+def test_evaluate_compiles_from_a_hundred_million_activation_values(tmp_path: Any) -> None:
+    onnx.save(small_cnn(), tmp_path / "m.onnx")
+    loaded = pipeline.load_model(tmp_path / "m.onnx")
+    rng = np.random.default_rng(1)
+    np.save(
+        tmp_path / "x.npy", rng.uniform(0, 1, (16, *loaded.graph.tensor(loaded.graph.inputs[0]).shape[1:]))
+    )
+    data = pipeline.load_data(tmp_path / "x.npy", loaded.graph)
+    qgraph = from_document(loaded.graph, pipeline.quantize(loaded, data).document)
+    layers = [n for n in qgraph.nodes if n.op.computes]
+    per_sample = sum(int(np.prod(qgraph.tensor(n.outputs[0]).shape[1:])) for n in layers)
+    fewest = -(-evaluate.COMPILED_LOOPS_FROM // per_sample)
+    assert evaluate.worth_compiling(qgraph, layers, fewest)
+    assert not evaluate.worth_compiling(qgraph, layers, fewest - 1)
