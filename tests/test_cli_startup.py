@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 BROKEN = REPO / "examples" / "broken"
 TORCH_ENTRIES = re.compile(r"(torch|torchgen|functorch)([-.].*)?\Z")
 """The top-level entries of site-packages that the torch wheel installs."""
-HEAVY = ("numpy", "torch", "onnx", "onnxruntime", "jinja2", "PIL")
+HEAVY = ("numpy", "torch", "onnx", "onnxruntime", "jinja2", "PIL", "numba")
 COMMANDS = (
     "conformance", "cmsis-nn", "quantize", "evaluate", "sensitivity", "qat", "generate", "build",
     "verify", "flash-verify", "report", "check", "lsp",
@@ -217,6 +217,22 @@ def test_building_the_parser_imports_nothing_heavy(what: str, scans: bool, tmp_p
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == (["importlib.metadata"] if scans else [])
+
+
+def test_check_never_loads_numba(tmp_path: Path) -> None:
+    """`fixpoint check` (the language server's rules, run by the CLI) checks a firmware tree without the
+    compiled loops' JIT: numba is imported only where evaluate's kernels run (quantcore.kernels.jit)."""
+    code = (
+        "import contextlib, io, sys\nfrom quantcore import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    status = cli.main(['check', {str(BROKEN)!r}])\n"
+        "print(status, 'numba' in sys.modules, 'llvmlite' in sys.modules)"
+    )
+    env = _environment([str(REPO), str(REPO / "server")])  # this checkout's quantcore
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert run.stdout.split() == ["1", "False", "False"], run.stderr
 
 
 def test_a_plugin_command_is_found_after_debug(capsys: pytest.CaptureFixture[str]) -> None:

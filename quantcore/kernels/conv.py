@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from quantcore.kernels import jit
 from quantcore.kernels._int import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, Args, wrap32
 from quantcore.kernels.requantize import BiasedRequantize, Rounding, requantize_int32
 from quantcore.kernels.window import Window, check_window
@@ -190,8 +191,14 @@ def depthwise_accumulate(
     """Per tap: acc[..., c, m] += (x[..., c] + input_offset) * w[ky, kx, c*ch_mult + m].
 
     In float32 when that is exact (see exact_float: a tap sum is at most kh*kw products), else in int32,
-    whose wrap-around is the C accumulator's.
+    whose wrap-around is the C accumulator's. With the compiled loops on (quantcore.kernels.jit), one
+    compiled loop computes the same integers (quantcore.kernels.compiled); what follows is the reference.
     """
+    if jit.enabled() and x.size:
+        from quantcore.kernels import compiled  # loads numba: only here (quantcore.kernels.jit)
+
+        geometry = (window.stride, window.padding, window.dilation)
+        return compiled.depthwise_accumulate(x, weights, ch_mult, geometry, hw, input_offset)
     n, _, _, in_ch = x.shape
     taps = weights.reshape(weights.shape[0], weights.shape[1], in_ch, ch_mult)
     w_abs_sums = np.abs(taps.astype(np.int64)).sum(axis=(0, 1)).ravel()
@@ -236,8 +243,16 @@ def finish_s8(
     CPU's cache across the dozen passes, instead of a dozen passes over the whole batch through memory.
     `acc` is the caller's scratch, overwritten. `bound`, when the caller knows one, is the largest |acc|
     before the bias (accumulator_bound): with the bias it proves the int32 wrap a no-op, without the two
-    passes that look."""
+    passes that look. With the compiled loops on (quantcore.kernels.jit), one compiled pass computes the
+    same bytes (quantcore.kernels.compiled); what follows is the numpy reference."""
     bias, multiplier, shift = quant
+    if jit.enabled() and acc.size:
+        from quantcore.kernels import compiled  # loads numba: only here (quantcore.kernels.jit)
+
+        rows = acc.reshape(-1, acc.shape[-1] if acc.ndim else 1)
+        single = rounding is Rounding.SINGLE
+        result = compiled.finish_rows(rows, bias, multiplier, shift, single, output_offset, clamp)
+        return result.reshape(acc.shape)
     wide_bias = None if bias is None else bias.astype(np.int64)
     largest_bias = 0 if wide_bias is None else int(np.abs(wide_bias).max(initial=0))
     fits = bound is not None and bound + largest_bias <= INT32_MAX

@@ -1,4 +1,5 @@
-"""How far the int8 network is from the float one: the figures `fixpoint evaluate` reports, in numpy alone.
+"""How far the int8 network is from the float one: the figures `fixpoint evaluate` reports, in numpy (and
+a compiled twin of the sums with the same bits, verify/compiled_sums.py, for `update_quantized`).
 
 Per tensor (a layer's output, or all model outputs together), for a float reference f and the dequantized
 int8 result q of the same shape, computed in float64:
@@ -46,6 +47,8 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.errors import QuantcoreError
+from quantcore.kernels import jit
+from quantcore.scheme.arith import dequantize
 
 
 class MetricsError(QuantcoreError):
@@ -111,6 +114,31 @@ class TensorAccumulator:
         self.sum_qq += sums[3]
         self.max_abs_error = max(self.max_abs_error, max_error)
         self.max_abs_reference = max(self.max_abs_reference, _largest_magnitude(given))
+
+    def update_quantized(
+        self, reference: np.ndarray, q: np.ndarray, scale: float | np.ndarray, zero_point: int
+    ) -> None:
+        """`update(reference, (q - zero_point) * scale)` for integer `q` (scale one float, or one per
+        channel along the last axis): the same sums, to the bit, in one compiled pass with the
+        dequantization inside it where quantcore.kernels.jit allows (verify/compiled_sums.py), else
+        numpy's passes."""
+        found = None
+        if jit.enabled():
+            from quantcore.verify import compiled_sums  # loads numba: only here
+
+            found = compiled_sums.sums(reference, q, scale, zero_point)
+        if found is None or not all(math.isfinite(value) for value in found[0]):
+            # numpy's path: also what refuses NaN or infinity, naming the layer
+            self.update(reference, dequantize(q, scale, zero_point))
+            return
+        sums, max_error, max_reference = found
+        self.count += q.size
+        self.sum_ff += sums[0]
+        self.sum_ee += sums[1]
+        self.sum_fq += sums[2]
+        self.sum_qq += sums[3]
+        self.max_abs_error = max(self.max_abs_error, max_error)
+        self.max_abs_reference = max(self.max_abs_reference, max_reference)
 
     def merge(self, other: TensorAccumulator) -> None:
         """Fold in an accumulator of the same tensor filled elsewhere (another worker, another shard)."""

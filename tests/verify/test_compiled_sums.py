@@ -1,0 +1,227 @@
+"""The compiled metrics sums (quantcore.verify.compiled_sums) give numpy's bits: TensorAccumulator's
+update_quantized with the compiled loop on equals update on the dequantized array with it off
+(FIXPOINT_JIT=0), field for field, and both equal the plain np.sum expressions.
+
+The data spread magnitudes over many decades, so every addition rounds and a sum taken in another order
+has other bits (test_the_data_tell_summation_orders_apart shows it does): equal bits mean numpy's
+pairwise order was followed. Sizes run from 1 to 10^6 around numpy's thresholds (8, 128, the halving
+rounded to a multiple of 8, powers of two); the layouts are evaluate's (onnxruntime's NCHW float32 seen
+as NHWC, a batch part of it, the int8 side C-ordered), plus the ones the loop leaves to numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+from quantcore import pipeline
+from quantcore.kernels import jit
+from quantcore.quantize.document import from_document
+from quantcore.verify import compiled_sums, evaluate
+from quantcore.verify.metrics import MetricsError, TensorAccumulator
+from tests.onnx_models import depthwise_cnn, small_cnn
+
+pytestmark = pytest.mark.skipif(not jit.installed(), reason="numba is not installed")
+
+Array = np.ndarray[Any, Any]
+SIZES = [
+    *range(1, 20), 63, 64, 65, 120, 127, 128, 129, 135, 136, 137, 255, 256, 257, 271, 272, 273, 1000,
+    1023, 1024, 1025, 4095, 4096, 4097, 65535, 65536, 65537, 100003, 1_000_000,
+]  # fmt: skip
+
+
+def _fields(acc: TensorAccumulator) -> tuple[Any, ...]:
+    return (
+        acc.count,
+        acc.sum_ff,
+        acc.sum_ee,
+        acc.sum_fq,
+        acc.sum_qq,
+        acc.max_abs_error,
+        acc.max_abs_reference,
+    )
+
+
+def _both(
+    monkeypatch: pytest.MonkeyPatch, f: Array, q: Array, scale: float | Array, zero_point: int
+) -> tuple[TensorAccumulator, TensorAccumulator]:
+    """update_quantized compiled, and numpy's update of the dequantized q; the inputs left alone."""
+    f_before, q_before = f.copy(), q.copy()
+    monkeypatch.setenv(jit.SWITCH, "1")
+    compiled = TensorAccumulator("conv")
+    with jit.compiled_loops():
+        assert jit.enabled()
+        compiled.update_quantized(f, q, scale, zero_point)
+    monkeypatch.setenv(jit.SWITCH, "0")
+    reference = TensorAccumulator("conv")
+    reference.update(f, (q.astype(np.float64) - zero_point) * scale)
+    np.testing.assert_array_equal(f, f_before)
+    np.testing.assert_array_equal(q, q_before)
+    return compiled, reference
+
+
+def _spread(rng: np.random.Generator, shape: tuple[int, ...]) -> Array:
+    return rng.standard_normal(shape) * 10.0 ** rng.uniform(-4, 4, shape)
+
+
+def _ints(
+    rng: np.random.Generator, lo: int, hi: int, shape: tuple[int, ...], dtype: type[np.integer[Any]]
+) -> Array:
+    return np.asarray(rng.integers(lo, hi, shape), dtype=dtype)
+
+
+def _plain(f: Array, d: Array) -> tuple[float, ...]:
+    f64 = np.asarray(f, dtype=np.float64)
+    e = f64 - d
+    return tuple(float(np.sum(x)) for x in (f64 * f64, e * e, f64 * d, d * d))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_size_gives_numpys_bits(monkeypatch: pytest.MonkeyPatch, dtype: type[np.floating[Any]]) -> None:
+    rng = np.random.default_rng(3)
+    for n in SIZES:
+        f = _spread(rng, (n,)).astype(dtype)
+        q = _ints(rng, -128, 128, (n,), np.int8)
+        assert compiled_sums.sums(f, q, 0.37, -3) is not None  # the compiled loop's case
+        compiled, reference = _both(monkeypatch, f, q, 0.37, -3)
+        assert _fields(compiled) == _fields(reference), n
+        d = (q.astype(np.float64) + 3) * 0.37
+        assert (compiled.sum_ff, compiled.sum_ee, compiled.sum_fq, compiled.sum_qq) == _plain(f, d), n
+
+
+def test_the_data_tell_summation_orders_apart() -> None:
+    """The sizes above would catch another order: a left-to-right sum has other bits on most of them."""
+    rng = np.random.default_rng(3)
+    differ = 0
+    for n in [n for n in SIZES if n > 128]:
+        x = _spread(rng, (n,)) ** 2
+        differ += float(np.sum(x)) != float(np.cumsum(x)[-1])
+    assert differ >= 10
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape", [(44, 32, 14, 14), (64, 6, 28, 28), (3, 96, 7, 7), (1, 1, 1, 1), (2, 10, 1, 1)]
+)
+def test_evaluates_layouts_give_numpys_bits(
+    monkeypatch: pytest.MonkeyPatch, shape: tuple[int, ...], dtype: type[np.floating[Any]], per_channel: bool
+) -> None:
+    """A batch part of an NCHW float run seen as NHWC (what `evaluate` hands over), and its C-ordered copy."""
+    rng = np.random.default_rng(sum(shape))
+    n, c, h, w = shape
+    run = _spread(rng, (n + 4, c, h, w)).astype(dtype)
+    q = _ints(rng, -128, 128, (n, h, w, c), np.int8)
+    scale = rng.uniform(0.01, 0.5, c) if per_channel else 0.02
+    transposed = run[2 : 2 + n].transpose(0, 2, 3, 1)
+    for f in (transposed, np.ascontiguousarray(transposed)):
+        assert compiled_sums.sums(f, q, scale, 5) is not None
+        compiled, reference = _both(monkeypatch, f, q, scale, 5)
+        assert _fields(compiled) == _fields(reference)
+        assert compiled.sum_ff == float(np.sum(np.asarray(f, dtype=np.float64) ** 2))
+
+
+def test_int16_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    f = _spread(rng, (7, 9, 13)).astype(np.float32)
+    q = _ints(rng, -32768, 32768, f.shape, np.int16)
+    compiled, reference = _both(monkeypatch, f, q, 3.1e-5, 0)
+    assert _fields(compiled) == _fields(reference)
+
+
+@pytest.mark.parametrize(
+    "layout", ["q transposed", "f with gaps", "f reversed", "f transposed with gaps", "scale per row"]
+)
+def test_layouts_left_to_numpy_give_its_figures(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    rng = np.random.default_rng(9)
+    run = _spread(rng, (6, 8, 10, 12)).astype(np.float32)
+    f: Array = run
+    q = _ints(rng, -128, 128, run.shape, np.int8)
+    scale: float | Array = 0.1
+    if layout == "q transposed":
+        q = q.transpose(0, 2, 1, 3).copy().transpose(0, 2, 1, 3)
+    elif layout == "f with gaps":
+        f, q = run[:, :, ::2], q[:, :, ::2].copy()
+    elif layout == "f reversed":
+        f = run[::-1]
+    elif layout == "f transposed with gaps":
+        f = run[:, :, :, ::3].transpose(0, 2, 3, 1)
+        q = _ints(rng, -128, 128, f.shape, np.int8)
+    else:
+        scale = rng.uniform(0.1, 0.2, (6, 1, 1, 1))
+    assert compiled_sums.sums(f, q, scale, 1) is None  # numpy's path
+    compiled, reference = _both(monkeypatch, f, q, scale, 1)
+    assert _fields(compiled) == _fields(reference)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_a_non_finite_reference_is_refused_naming_the_layer(
+    monkeypatch: pytest.MonkeyPatch, bad: float
+) -> None:
+    monkeypatch.setenv(jit.SWITCH, "1")
+    acc = TensorAccumulator("pool2")
+    f = np.ones((2, 3), dtype=np.float32)
+    f[1, 2] = bad
+    with jit.compiled_loops(), pytest.raises(MetricsError, match=r"pool2: the float reference contains NaN"):
+        acc.update_quantized(f, np.ones((2, 3), np.int8), 0.5, 0)
+    assert acc.count == 0
+
+
+def test_a_shape_mismatch_is_refused_naming_the_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jit.SWITCH, "1")
+    with (
+        jit.compiled_loops(),
+        pytest.raises(MetricsError, match=r"conv: float reference has shape \(2, 3\) but"),
+    ):
+        TensorAccumulator("conv").update_quantized(np.ones((2, 3)), np.ones((3, 2), np.int8), 0.5, 0)
+
+
+def test_squares_that_overflow_are_accepted_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled, reference = _both(monkeypatch, np.array([1e200, -1e200]), np.array([1, 0], np.int8), 1e200, 0)
+    assert (
+        _fields(compiled) == _fields(reference) == (2, math.inf, math.inf, math.inf, math.inf, 1e200, 1e200)
+    )
+
+
+@pytest.mark.parametrize("per_channel_scales", [False, True])
+def test_evaluate_reports_are_the_same_with_the_loop_on_and_off(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, per_channel_scales: bool
+) -> None:
+    """The whole report (every layer's figures, top-1, agreement, output SQNR) to the last bit; the
+    depthwise net with per-channel input scales takes the per-channel dequantization."""
+    onnx.save(depthwise_cnn() if per_channel_scales else small_cnn(), tmp_path / "m.onnx")
+    loaded = pipeline.load_model(tmp_path / "m.onnx")
+    rng = np.random.default_rng(1)
+    shape = (200, *loaded.graph.tensor(loaded.graph.inputs[0]).shape[1:])
+    np.save(tmp_path / "x.npy", rng.uniform(0, 1, shape).astype(np.float32))
+    data = pipeline.load_data(tmp_path / "x.npy", loaded.graph)
+    options = pipeline.QuantizeOptions(
+        dw_channel_scales=per_channel_scales, bias_correction=False, equalize=False
+    )
+    document = pipeline.quantize(loaded, data, options).document
+    reports = []
+    for switch in ("all", "0"):  # all: 200 samples are below evaluate's threshold for the loops
+        monkeypatch.setenv(jit.SWITCH, switch)
+        reports.append(pipeline.evaluate(loaded, document, data, batch_size=48))
+    assert reports[0] == reports[1]
+    assert len(reports[0].layers) >= 4 and reports[0].samples == 200
+
+
+def test_evaluate_compiles_from_a_hundred_million_activation_values(tmp_path: Any) -> None:
+    onnx.save(small_cnn(), tmp_path / "m.onnx")
+    loaded = pipeline.load_model(tmp_path / "m.onnx")
+    rng = np.random.default_rng(1)
+    np.save(
+        tmp_path / "x.npy", rng.uniform(0, 1, (16, *loaded.graph.tensor(loaded.graph.inputs[0]).shape[1:]))
+    )
+    data = pipeline.load_data(tmp_path / "x.npy", loaded.graph)
+    qgraph = from_document(loaded.graph, pipeline.quantize(loaded, data).document)
+    layers = [n for n in qgraph.nodes if n.op.computes]
+    per_sample = sum(int(np.prod(qgraph.tensor(n.outputs[0]).shape[1:])) for n in layers)
+    fewest = -(-evaluate.COMPILED_LOOPS_FROM // per_sample)
+    assert evaluate.worth_compiling(qgraph, layers, fewest)
+    assert not evaluate.worth_compiling(qgraph, layers, fewest - 1)
