@@ -107,13 +107,7 @@ class TensorAccumulator:
         if not all(math.isfinite(value) for value in sums):
             _as_pair(self.name, f, q)  # raises when an input holds NaN or infinity
         given = reference if isinstance(reference, np.ndarray) and reference.dtype.kind == "f" else f
-        self.count += f.size
-        self.sum_ff += sums[0]
-        self.sum_ee += sums[1]
-        self.sum_fq += sums[2]
-        self.sum_qq += sums[3]
-        self.max_abs_error = max(self.max_abs_error, max_error)
-        self.max_abs_reference = max(self.max_abs_reference, _largest_magnitude(given))
+        self._add(f.size, sums, max_error, _largest_magnitude(given))
 
     def update_quantized(
         self, reference: np.ndarray, q: np.ndarray, scale: float | np.ndarray, zero_point: int
@@ -132,7 +126,11 @@ class TensorAccumulator:
             self.update(reference, dequantize(q, scale, zero_point))
             return
         sums, max_error, max_reference = found
-        self.count += q.size
+        self._add(q.size, sums, max_error, max_reference)
+
+    def _add(self, count: int, sums: Sequence[float], max_error: float, max_reference: float) -> None:
+        """One batch's figures: its element count, (sum f^2, sum e^2, sum f q, sum q^2), max |e|, max |f|."""
+        self.count += count
         self.sum_ff += sums[0]
         self.sum_ee += sums[1]
         self.sum_fq += sums[2]
