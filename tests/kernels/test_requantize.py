@@ -89,6 +89,13 @@ def test_requantize_s64_takes_a_64_bit_accumulator(acc: int, shift: int, expecte
     assert int(requantize_s64(np.array([acc]), 1 << 14, shift)[0]) == expected
 
 
+def _multipliers(rng: np.random.Generator, count: int) -> np.ndarray:
+    """`count` multipliers over [1, INT32_MAX], the first four the edges: 1, INT32_MAX, 2^30 and 2^30 + 1."""
+    mult = rng.integers(1, 2**31, count)
+    mult[:4] = [1, 2**31 - 1, 2**30, 2**30 + 1]
+    return mult
+
+
 @pytest.mark.parametrize("rounding", list(Rounding))
 def test_requantize_int32_equals_requantize_on_the_whole_int32_range(rounding: Rounding) -> None:
     # The fused five-pass form (requantize_int32) against the reference formula, per channel: every shift
@@ -96,8 +103,7 @@ def test_requantize_int32_equals_requantize_on_the_whole_int32_range(rounding: R
     # accumulators spread over int32 with its extremes and the values around each rounding threshold.
     rng = np.random.default_rng(20)
     shifts = np.arange(-31, 31)
-    mult = rng.integers(1, 2**31, shifts.size)
-    mult[:4] = [1, 2**31 - 1, 2**30, 2**30 + 1]
+    mult = _multipliers(rng, shifts.size)
     mult[20:40] = 2**30  # high = floor((v + 1) / 2): ties at every scale
     acc = rng.integers(-(2**31), 2**31, (4000, shifts.size))
     acc[:6] = np.array([-(2**31), 2**31 - 1, 0, -1, 1, -(2**30)])[:, None]
@@ -127,8 +133,7 @@ def test_biased_requantize_equals_requantize_of_acc_plus_bias(rounding: Rounding
     # the double rounding's sign threshold.
     rng = np.random.default_rng(24)
     shifts = np.arange(-31, 1)
-    mult = rng.integers(1, 2**31, shifts.size)
-    mult[:4] = [1, 2**31 - 1, 2**30, 2**30 + 1]
+    mult = _multipliers(rng, shifts.size)
     bias = rng.integers(-(2**31), 2**31, shifts.size)
     bias[:3] = [0, -(2**31), 2**31 - 1]
     v = rng.integers(-(2**31), 2**31, (4000, shifts.size))
