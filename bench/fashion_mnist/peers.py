@@ -235,6 +235,10 @@ def pt2e_available() -> str | None:
         with _quiet():
             import torchao.quantization.pt2e.quantize_pt2e
             import torchao.testing.pt2e._xnnpack_quantizer  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "torchao":
+            return "torchao is not installed: pip install -e '.[bench]' (torchao 0.18.0) for the PT2E rows"
+        return f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # any import failure means the peer is skipped; the reason is reported
         return f"{type(exc).__name__}: {exc}"
     return None
