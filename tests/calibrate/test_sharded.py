@@ -19,6 +19,7 @@ from quantcore.calibrate.errors import NonFiniteBatchError
 from quantcore.calibrate.method import Method, RangeMethod
 from quantcore.data import DataSet
 from quantcore.passes.equalize import ChannelScaled, equalize
+from quantcore.quantize import channel_scales
 from tests import needs
 from tests.onnx_models import outlier_cnn, small_cnn
 
@@ -53,6 +54,23 @@ def test_shards_give_exactly_the_single_process_calibration(model: pipeline.Load
         many, many_summary = calibrate(model.graph, model.float_model, data, _plan(method, workers))
         assert many.ranges == one.ranges and many.observed == one.observed and many.methods == one.methods
         assert many_summary == summary
+
+
+def test_shards_merge_the_per_channel_ranges_exactly(model: pipeline.LoadedModel) -> None:
+    # The max pool's output (read by the depthwise layer) and relu2 (by the global average pool).
+    wanted = channel_scales.possible(model.graph)
+    assert wanted == ["pool1", "relu2"]
+    data = DataSet(_x(), None)
+    one, _ = calibrate(model.graph, model.float_model, data, _plan("minmax", 1), wanted)
+    for workers in (2, 3):
+        many, _ = calibrate(model.graph, model.float_model, data, _plan("minmax", workers), wanted)
+        assert list(many.channels) == wanted
+        for name in wanted:
+            for got, expected in zip(many.channels[name], one.channels[name], strict=True):
+                assert np.array_equal(got, expected)
+    # Each shard's extremes differ (the halves of _x have different ranges): the merge takes both.
+    first, _ = calibrate(model.graph, model.float_model, DataSet(_x()[:80], None), _plan("minmax", 1), wanted)
+    assert not np.array_equal(first.channels["pool1"][1], one.channels["pool1"][1])
 
 
 def test_an_equalized_model_travels_to_the_workers(tmp_path: Path) -> None:
