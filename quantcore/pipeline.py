@@ -188,8 +188,7 @@ def _quantized(model: LoadedModel, data: DataSet, options: QuantizeOptions) -> Q
         calibration, summary = calibrate(graph, float_model, data, plan, wanted)
         pools = _choose_pools(graph, calibration, config, selection, options)
         graph = lowering.substitute(graph, pools.substituted)
-        calibration, channels = _choose_channel_scales(graph, calibration, config, float_model, data, pools,
-                                                       selection, options)  # fmt: skip
+        calibration, channels = _choose_channel_scales(graph, calibration, config, pools, selection, options)
         qgraph = channels.qgraph
         for bc in bc_choices:
             corrected, prefix = qgraph, None
@@ -347,15 +346,13 @@ def _choose_channel_scales(
     graph: Graph,
     calibration: Calibration,
     config: QuantConfig,
-    float_model: Any,
-    data: DataSet,
     pools: lowering.Choice,
     selection: _Selection,
     options: QuantizeOptions,
 ) -> tuple[Calibration, channel_scales.Choice]:
     """The tensors read only by depthwise layers worth per-channel scales (quantcore/quantize/
     channel_scales.py), on `graph` with its pools substituted, and the calibration with their
-    per-channel ranges (observed on the same calibration set, by the same float model)."""
+    per-channel ranges (observed by calibrate's own pass: channel_scales.possible)."""
     found = (
         channel_scales.candidates(graph, lowering.imported(graph))
         if options.dw_channel_scales is not False

@@ -136,7 +136,7 @@ def _cell_states(graph: Graph, node: Node, values: Mapping[str, np.ndarray]) -> 
 def select(
     graph: Graph, observers: Mapping[str, _Observer], plan: CalibrationPlan, samples: int
 ) -> tuple[Calibration, dict[str, Any]]:
-    """Each activation's range from its observer, by its method."""
+    """Each activation's range from its observer, by its method, and the per-channel (min, max) observed."""
     methods = _methods(graph, plan)
     channels = {obs.name: obs.ranges() for obs in observers.values() if isinstance(obs, _Channels)}
     tensors = {name: obs for name, obs in observers.items() if not isinstance(obs, _Channels)}
@@ -288,7 +288,7 @@ class _Channels:
 _Observer = Observer | _MinMax | _Channels
 
 
-def _select(observer: _Observer, method: RangeMethod) -> tuple[float, float]:
+def _select(observer: Observer | _MinMax, method: RangeMethod) -> tuple[float, float]:
     if isinstance(observer, _MinMax):
         if observer.count == 0:
             raise EmptyObserverError(observer.name)

@@ -132,7 +132,9 @@ def possible(graph: Graph, imported: bool = False) -> list[str]:
 def channel_ranges(
     model: FloatModel, input_name: str, data: DataSource, names: Iterable[str], batch_size: int
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per-channel (min, max) of each named activation over `data` (the IR's channel-last layout)."""
+    """Per-channel (min, max) of each named activation over `data` (the IR's channel-last layout), by a pass
+    of its own. `fixpoint quantize` takes them from calibration's pass instead (calibrate's `channels`,
+    the same numbers: tests/quantize/test_dw_channel_scales.py holds them equal)."""
     wanted = list(names)
     lows: dict[str, np.ndarray] = {}
     highs: dict[str, np.ndarray] = {}
