@@ -179,11 +179,16 @@ def _quantized(model: LoadedModel, data: DataSet, options: QuantizeOptions) -> Q
     for eq in eq_choices:
         graph, float_model = (equalized.graph, _equalized_float(model, equalized)) if eq else (
             model.graph, model.float_model)  # fmt: skip
-        calibration, summary = calibrate(graph, float_model, data, plan)
+        # The per-channel ranges _choose_channel_scales may need, from calibration's own pass.
+        wanted = (
+            channel_scales.possible(graph, lowering.imported(graph))
+            if options.dw_channel_scales is not False
+            else []
+        )
+        calibration, summary = calibrate(graph, float_model, data, plan, wanted)
         pools = _choose_pools(graph, calibration, config, selection, options)
         graph = lowering.substitute(graph, pools.substituted)
-        calibration, channels = _choose_channel_scales(graph, calibration, config, float_model, data, pools,
-                                                       selection, options)  # fmt: skip
+        calibration, channels = _choose_channel_scales(graph, calibration, config, pools, selection, options)
         qgraph = channels.qgraph
         for bc in bc_choices:
             corrected, prefix = qgraph, None
@@ -341,24 +346,21 @@ def _choose_channel_scales(
     graph: Graph,
     calibration: Calibration,
     config: QuantConfig,
-    float_model: Any,
-    data: DataSet,
     pools: lowering.Choice,
     selection: _Selection,
     options: QuantizeOptions,
 ) -> tuple[Calibration, channel_scales.Choice]:
     """The tensors read only by depthwise layers worth per-channel scales (quantcore/quantize/
     channel_scales.py), on `graph` with its pools substituted, and the calibration with their
-    per-channel ranges (observed on the same calibration set, by the same float model)."""
+    per-channel ranges (observed by calibrate's own pass: channel_scales.possible)."""
     found = (
         channel_scales.candidates(graph, lowering.imported(graph))
         if options.dw_channel_scales is not False
         else {}
     )
     found = {name: v for name, v in found.items() if name in calibration.ranges}
-    if found:
-        ranges = channel_scales.channel_ranges(float_model, graph.inputs[0], data, found, options.batch_size)
-        calibration = dataclasses.replace(calibration, channels={**calibration.channels, **ranges})
+    # Calibration observed every tensor a candidate can be (channel_scales.possible): keep the candidates'.
+    calibration = dataclasses.replace(calibration, channels={n: calibration.channels[n] for n in found})
 
     def build(names: frozenset[str]) -> Graph:
         chosen = dataclasses.replace(config, channel_scales=names)

@@ -4,7 +4,7 @@ the prepared graph, and pick each one's range with its method (global, or per la
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,6 +16,7 @@ from quantcore.calibrate.method import Method, RangeMethod, select_range
 from quantcore.calibrate.observer import Observer
 from quantcore.calibrate.ranges import containing_zero
 from quantcore.ir import Activation, Graph, Node, Op
+from quantcore.ir.io_layout import transposed
 
 
 class FloatModel(Protocol):
@@ -40,13 +41,15 @@ class CalibrationPlan:
 
 
 def calibrate(
-    graph: Graph, model: FloatModel, data: DataSource, plan: CalibrationPlan
+    graph: Graph, model: FloatModel, data: DataSource, plan: CalibrationPlan, channels: Iterable[str] = ()
 ) -> tuple[Calibration, dict[str, Any]]:
-    """Observe, select ranges; returns the Calibration and the JSON 'calibration' summary."""
+    """Observe, select ranges; returns the Calibration and the JSON 'calibration' summary. The Calibration
+    also holds the per-channel (min, max) of each activation named in `channels`, from the same pass."""
+    wanted = frozenset(channels)
     if plan.workers > 1 and len(data) > plan.batch_size and hasattr(data, "x"):
-        observers = _observe_sharded(graph, model, data, plan)
+        observers = _observe_sharded(graph, model, data, plan, wanted)
     else:
-        observers = observe(graph, model, data, plan)
+        observers = observe(graph, model, data, plan, wanted)
     return select(graph, observers, plan, len(data))
 
 
@@ -64,9 +67,15 @@ def calibrate_distributed(
     return select(graph, _merged([records for _, records in gathered]), plan, sum(n for n, _ in gathered))
 
 
-def observe(graph: Graph, model: FloatModel, data: DataSource, plan: CalibrationPlan) -> dict[str, _Observer]:
+def observe(
+    graph: Graph,
+    model: FloatModel,
+    data: DataSource,
+    plan: CalibrationPlan,
+    channels: frozenset[str] = frozenset(),
+) -> dict[str, _Observer]:
     """Run the float model over `data` and observe every activation (a histogram, or only min/max when
-    every tensor's method is min/max)."""
+    every tensor's method is min/max), and the per-channel min/max of the activations in `channels`."""
     methods = _methods(graph, plan)
     minmax_only = all(m.method is Method.MINMAX for m in methods.values())
     # min/max needs no histogram: building one per tensor would double the time of a min/max run.
@@ -75,12 +84,34 @@ def observe(graph: Graph, model: FloatModel, data: DataSource, plan: Calibration
     }
     cells = cell_state_nodes(graph)
     observers.update({key: _MinMax(key) for key in cells})
+    # Under keys of their own, beside the tensor's observer, so shards and ranks merge them alike.
+    observers.update(
+        {_channels_key(n): _Channels(n, _channel_axis(graph, n, model)) for n in sorted(channels)}
+    )
     input_name = graph.inputs[0]
     for batch in _progress(data.batches(plan.batch_size), len(data), plan):
         values = model.activations({input_name: batch}, layout=False)  # statistics ignore element order
         for name, observer in observers.items():
-            observer.observe(values[name] if name not in cells else _cell_states(graph, cells[name], values))
+            if isinstance(observer, _Channels):
+                observer.observe(values[observer.name])
+            else:
+                observer.observe(
+                    values[name] if name not in cells else _cell_states(graph, cells[name], values)
+                )
     return observers
+
+
+def _channels_key(name: str) -> str:
+    return f"{name}#channels"
+
+
+def _channel_axis(graph: Graph, name: str, model: FloatModel) -> int:
+    """The channel axis of `name`'s values as model.activations(layout=False) gives them: the model file's
+    layout (channel first for an NCHW ONNX tensor), unless the model hands back the IR's channel-last
+    layout whatever it is asked (its `ir_layout` is True: the IR float executor, an equalized model)."""
+    if transposed(graph, name) and not getattr(model, "ir_layout", False):
+        return 1
+    return len(graph.tensor(name).shape) - 1
 
 
 def cell_state_nodes(graph: Graph) -> dict[str, Node]:
@@ -105,20 +136,22 @@ def _cell_states(graph: Graph, node: Node, values: Mapping[str, np.ndarray]) -> 
 def select(
     graph: Graph, observers: Mapping[str, _Observer], plan: CalibrationPlan, samples: int
 ) -> tuple[Calibration, dict[str, Any]]:
-    """Each activation's range from its observer, by its method."""
+    """Each activation's range from its observer, by its method, and the per-channel (min, max) observed."""
     methods = _methods(graph, plan)
-    ranges = {name: _select(obs, methods[name]) for name, obs in observers.items()}
-    ranges = _keep_saturation_bounds(graph, ranges, observers, methods)
-    observed = {name: (obs.min, obs.max) for name, obs in observers.items()}
-    labels = {name: methods[name].method.value for name in observers}
-    return Calibration(ranges, observed, labels), _summary(plan, samples)
+    channels = {obs.name: obs.ranges() for obs in observers.values() if isinstance(obs, _Channels)}
+    tensors = {name: obs for name, obs in observers.items() if not isinstance(obs, _Channels)}
+    ranges = {name: _select(obs, methods[name]) for name, obs in tensors.items()}
+    ranges = _keep_saturation_bounds(graph, ranges, tensors, methods)
+    observed = {name: (obs.min, obs.max) for name, obs in tensors.items()}
+    labels = {name: methods[name].method.value for name in tensors}
+    return Calibration(ranges, observed, labels, channels), _summary(plan, samples)
 
 
 # -- shards -----------------------------------------------------------------------------------------
 
 
 def _observe_sharded(
-    graph: Graph, model: FloatModel, data: Any, plan: CalibrationPlan
+    graph: Graph, model: FloatModel, data: Any, plan: CalibrationPlan, channels: frozenset[str] = frozenset()
 ) -> dict[str, _Observer]:
     """Contiguous shards (whole batches) observed by `plan.workers` processes, merged in shard order.
 
@@ -134,21 +167,29 @@ def _observe_sharded(
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(len(shards), mp_context=context) as pool:
         records = list(
-            pool.map(_observe_shard, *zip(*[(graph, model, x, worker_plan) for x in shards], strict=True))
+            pool.map(
+                _observe_shard,
+                *zip(*[(graph, model, x, worker_plan, channels) for x in shards], strict=True),
+            )
         )
     return _merged(records)
 
 
-def _observe_shard(graph: Graph, model: FloatModel, x: np.ndarray, plan: CalibrationPlan) -> dict[str, Any]:
+def _observe_shard(
+    graph: Graph, model: FloatModel, x: np.ndarray, plan: CalibrationPlan, channels: frozenset[str]
+) -> dict[str, Any]:
     from quantcore.data import DataSet
 
-    return {name: _record(obs) for name, obs in observe(graph, model, DataSet(x, None), plan).items()}
+    observers = observe(graph, model, DataSet(x, None), plan, channels)
+    return {name: _record(obs) for name, obs in observers.items()}
 
 
 def _record(observer: _Observer) -> Any:
     """An observer as plain data for another process."""
     if isinstance(observer, _MinMax):
         return ("minmax", observer.name, observer.count, observer.min, observer.max)
+    if isinstance(observer, _Channels):
+        return ("channels", observer.name, observer.axis, observer.low, observer.high)
     return observer.to_dict()
 
 
@@ -166,6 +207,11 @@ def _merged(parts: list[dict[str, Any]]) -> dict[str, _Observer]:
 
 
 def _from_record(record: Any) -> _Observer:
+    if isinstance(record, tuple) and record[0] == "channels":
+        _, name, axis, low, high = record
+        channels = _Channels(name, axis)
+        channels.low, channels.high = low, high
+        return channels
     if isinstance(record, tuple):
         _, name, count, lo, hi = record
         observer = _MinMax(name)
@@ -208,10 +254,41 @@ class _MinMax:
         self.min, self.max = min(self.min, other.min), max(self.max, other.max)
 
 
-_Observer = Observer | _MinMax
+class _Channels:
+    """The running per-channel min and max of a tensor along `axis` (float64, one entry per channel)."""
+
+    def __init__(self, name: str, axis: int) -> None:
+        self.name = name
+        self.axis = axis
+        self.low: np.ndarray | None = None
+        self.high: np.ndarray | None = None
+
+    def observe(self, batch: np.ndarray) -> None:
+        # Reduced where the values lie, in their own precision: the min and max of floats are exact, so
+        # widening after is the same as before, without a float64 copy of the batch.
+        values = np.asarray(batch)
+        axes = tuple(i for i in range(values.ndim) if i != self.axis)
+        lo, hi = values.min(axis=axes).astype(np.float64), values.max(axis=axes).astype(np.float64)
+        self.low = lo if self.low is None else np.minimum(self.low, lo)
+        self.high = hi if self.high is None else np.maximum(self.high, hi)
+
+    def merge(self, other: _Channels) -> None:
+        """Add what `other` observed: elementwise min and max, exact whatever the order."""
+        if other.low is None or other.high is None:
+            return
+        self.low = other.low if self.low is None else np.minimum(self.low, other.low)
+        self.high = other.high if self.high is None else np.maximum(self.high, other.high)
+
+    def ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.low is None or self.high is None:
+            raise EmptyObserverError(self.name)
+        return self.low, self.high
 
 
-def _select(observer: _Observer, method: RangeMethod) -> tuple[float, float]:
+_Observer = Observer | _MinMax | _Channels
+
+
+def _select(observer: Observer | _MinMax, method: RangeMethod) -> tuple[float, float]:
     if isinstance(observer, _MinMax):
         if observer.count == 0:
             raise EmptyObserverError(observer.name)

@@ -177,6 +177,8 @@ class ChannelScaled:
     """A float model's activations mapped onto the equalized graph: each rescaled tensor divided by its
     per-channel divisors. Values come back in the IR layout (channel last) whatever `layout` asks."""
 
+    ir_layout = True
+
     def __init__(self, inner: object, divisors: Mapping[str, Floats]) -> None:
         self.inner = inner
         self.divisors = {k: v.astype(np.float32) for k, v in divisors.items()}

@@ -117,10 +117,24 @@ def candidates(graph: Graph, imported: bool = False) -> dict[str, tuple[str, lis
     return result
 
 
+def possible(graph: Graph, imported: bool = False) -> list[str]:
+    """Every 4-D activation a depthwise convolution or an average pool reads as its data: the candidates
+    of `graph` with any of its pools substituted by depthwise layers are among these, so calibration
+    collects their per-channel ranges before the pools are chosen."""
+    if imported:
+        return []
+    acts = {t.name for t in graph.activations()}
+    readers = (n for n in graph.nodes if n.op in (Op.DEPTHWISE_CONV2D, Op.AVG_POOL) and n.inputs)
+    names = {n.inputs[0] for n in readers if n.inputs[0] in acts}
+    return [t.name for t in graph.activations() if t.name in names and len(t.shape) == 4]
+
+
 def channel_ranges(
     model: FloatModel, input_name: str, data: DataSource, names: Iterable[str], batch_size: int
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per-channel (min, max) of each named activation over `data` (the IR's channel-last layout)."""
+    """Per-channel (min, max) of each named activation over `data` (the IR's channel-last layout), by a pass
+    of its own. `fixpoint quantize` takes them from calibration's pass instead (calibrate's `channels`,
+    the same numbers: tests/quantize/test_dw_channel_scales.py holds them equal)."""
     wanted = list(names)
     lows: dict[str, np.ndarray] = {}
     highs: dict[str, np.ndarray] = {}

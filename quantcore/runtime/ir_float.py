@@ -17,6 +17,9 @@ from quantcore.runtime import float_exec
 class IrFloat:
     """The float model of an imported graph, run by the IR float executor."""
 
+    ir_layout = True
+    """activations() gives the IR's layout whatever `layout` asks (calibrate reads channel axes by it)."""
+
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
 

@@ -19,6 +19,7 @@ from quantcore.calibrate.errors import NonFiniteBatchError
 from quantcore.calibrate.method import Method, RangeMethod
 from quantcore.data import DataSet
 from quantcore.passes.equalize import ChannelScaled, equalize
+from quantcore.quantize import channel_scales
 from tests import needs
 from tests.onnx_models import outlier_cnn, small_cnn
 
@@ -53,6 +54,29 @@ def test_shards_give_exactly_the_single_process_calibration(model: pipeline.Load
         many, many_summary = calibrate(model.graph, model.float_model, data, _plan(method, workers))
         assert many.ranges == one.ranges and many.observed == one.observed and many.methods == one.methods
         assert many_summary == summary
+
+
+def test_shards_merge_the_per_channel_ranges_exactly(model: pipeline.LoadedModel) -> None:
+    # The max pool's output (read by the depthwise layer) and relu2 (by the global average pool).
+    wanted = channel_scales.possible(model.graph)
+    assert wanted == ["pool1", "relu2"]
+    # The wide half last, then first: either shard may hold a channel's extremes.
+    for x, wide_first in ((_x(), False), (_x()[::-1], True)):
+        data = DataSet(np.ascontiguousarray(x), None)
+        one, _ = calibrate(model.graph, model.float_model, data, _plan("minmax", 1), wanted)
+        for workers in (2, 3):
+            many, _ = calibrate(model.graph, model.float_model, data, _plan("minmax", workers), wanted)
+            assert list(many.channels) == wanted
+            for name in wanted:
+                for got, expected in zip(many.channels[name], one.channels[name], strict=True):
+                    assert np.array_equal(got, expected)
+        # Forward, the first shard alone misses extremes the later ones hold; reversed, it holds them all.
+        head = DataSet(np.ascontiguousarray(x[:80]), None)
+        first, _ = calibrate(model.graph, model.float_model, head, _plan("minmax", 1), wanted)
+        same = all(
+            np.array_equal(a, b) for a, b in zip(first.channels["pool1"], one.channels["pool1"], strict=True)
+        )
+        assert same is wide_first
 
 
 def test_an_equalized_model_travels_to_the_workers(tmp_path: Path) -> None:

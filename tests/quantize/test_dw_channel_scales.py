@@ -18,14 +18,16 @@ from quantcore.calibrate.collect import CalibrationPlan, calibrate
 from quantcore.cli import main
 from quantcore.data import DataSet
 from quantcore.ir import Graph
-from quantcore.quantize import channel_scales, params_json
+from quantcore.passes.equalize import ChannelScaled, equalize
+from quantcore.quantize import channel_scales, lowering, params_json
 from quantcore.quantize.document import from_document
 from quantcore.quantize.graph import QuantConfig, quantize_graph
 from quantcore.quantize.params import QuantizationError
 from quantcore.runtime import int8_exec
+from quantcore.runtime.ir_float import IrFloat
 from quantcore.scheme.arith import quantize_bias
 from quantcore.scheme.scaling import quantize_multipliers
-from tests.onnx_models import depthwise_cnn, small_cnn
+from tests.onnx_models import depthwise_cnn, residual_cnn, small_cnn
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +74,44 @@ def test_candidates_are_conv_outputs_read_only_by_depthwise_layers(
     assert channel_scales.candidates(loaded.graph, imported=True) == {}
     onnx.save(small_cnn(), tmp_path / "small.onnx")  # its depthwise reads a max pool: one scale
     assert channel_scales.candidates(pipeline.load_model(tmp_path / "small.onnx").graph) == {}
+
+
+def test_calibration_collects_the_per_channel_ranges_a_second_pass_would_read(
+    model: tuple[Path, pipeline.LoadedModel, DataSet],
+) -> None:
+    # calibrate reads the float model's own layout (NCHW here); an equalized model and the IR executor
+    # hand back the IR's channel-last layout: each must give channel_ranges' numbers exactly.
+    _, loaded, data = model
+    graph = loaded.graph
+    wanted = channel_scales.possible(graph)
+    assert wanted == ["a1", "a3", "d2"]  # d2: read by the global average pool, an AVG_POOL in the IR
+    equalized = equalize(graph)
+    nhwc = DataSet(data.x.transpose(0, 2, 3, 1), None)  # the IR executor takes the IR's layout
+    for g, float_model, x in [
+        (graph, loaded.float_model, data),
+        (graph, IrFloat(graph), nhwc),
+        (equalized.graph, ChannelScaled(loaded.float_model, equalized.divisors), data),
+    ]:
+        calibration, _ = calibrate(g, float_model, x, CalibrationPlan(batch_size=16), wanted)
+        direct = channel_scales.channel_ranges(float_model, g.inputs[0], x, wanted, 16)
+        assert list(calibration.channels) == wanted
+        for name, (lo, hi) in direct.items():
+            got_lo, got_hi = calibration.channels[name]
+            assert got_lo.dtype == got_hi.dtype == np.float64 and got_lo.shape == (g.tensor(name).shape[-1],)
+            assert np.array_equal(got_lo, lo) and np.array_equal(got_hi, hi)
+        assert len(set(calibration.channels["a1"][1].tolist())) == 8  # channels differ: the axis matters
+    assert calibrate(graph, loaded.float_model, data, CalibrationPlan())[0].channels == {}
+
+
+def test_a_substituted_pools_input_is_among_the_tensors_calibration_collects(tmp_path: Path) -> None:
+    onnx.save(residual_cnn(1), tmp_path / "res.onnx")
+    graph = pipeline.load_model(tmp_path / "res.onnx").graph
+    substituted = lowering.substitute(graph, ["pool3"])
+    # conv3's output, read by the pool only, becomes a candidate once the pool is a depthwise layer.
+    assert "c3full" not in channel_scales.candidates(graph)
+    assert "c3full" in channel_scales.candidates(substituted)
+    assert set(channel_scales.candidates(substituted)) <= set(channel_scales.possible(graph))
+    assert channel_scales.possible(graph, imported=True) == []
 
 
 def test_both_layers_fold_the_scales_into_their_multipliers_and_the_bias(
