@@ -33,6 +33,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
 
+from quantcore.paths import cache_root
+
 SWITCH = "FIXPOINT_JIT"
 """The environment variable: "0" selects the numpy paths everywhere, "all" the compiled loops everywhere
 (to run the kernel and conformance suites through them); unset or "1", they run inside compiled_loops."""
@@ -68,10 +70,8 @@ def installed() -> bool:
 
 
 def cache_folder() -> Path:
-    """numba's cache folder: $XDG_CACHE_HOME/fixpoint/numba (the rule of targets/cmsis_nn.cache_root,
-    which this layer cannot import)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "fixpoint" / "numba"
+    """numba's cache folder: $XDG_CACHE_HOME/fixpoint/numba."""
+    return cache_root() / "numba"
 
 
 def numba() -> ModuleType:

@@ -63,9 +63,9 @@ t10k (3 of 3 sets higher) and +0.011 held out, for +4.4 dB: its one image of 500
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -83,14 +83,6 @@ AXIS = 3
 """Activations are NHWC: channel scales run along the last axis."""
 FORCED = "forced on"
 _PRODUCERS = (Op.CONV2D, Op.DEPTHWISE_CONV2D)
-
-
-class FloatModel(Protocol):
-    def activations(self, feeds: dict[str, np.ndarray], layout: bool = True) -> dict[str, np.ndarray]: ...
-
-
-class DataSource(Protocol):
-    def batches(self, size: int) -> Iterable[np.ndarray]: ...
 
 
 def candidates(graph: Graph, imported: bool = False) -> dict[str, tuple[str, list[str]]]:
@@ -127,30 +119,6 @@ def possible(graph: Graph, imported: bool = False) -> list[str]:
     readers = (n for n in graph.nodes if n.op in (Op.DEPTHWISE_CONV2D, Op.AVG_POOL) and n.inputs)
     names = {n.inputs[0] for n in readers if n.inputs[0] in acts}
     return [t.name for t in graph.activations() if t.name in names and len(t.shape) == 4]
-
-
-def channel_ranges(
-    model: FloatModel, input_name: str, data: DataSource, names: Iterable[str], batch_size: int
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per-channel (min, max) of each named activation over `data` (the IR's channel-last layout), by a pass
-    of its own. `fixpoint quantize` takes them from calibration's pass instead (calibrate's `channels`,
-    the same numbers: tests/quantize/test_dw_channel_scales.py holds them equal)."""
-    wanted = list(names)
-    lows: dict[str, np.ndarray] = {}
-    highs: dict[str, np.ndarray] = {}
-    if not wanted:
-        return {}
-    for batch in data.batches(batch_size):
-        values = model.activations({input_name: batch}, layout=True)
-        for name in wanted:
-            # Reduced where the values lie, in their own precision (the min and max of floats are exact,
-            # so widening after is the same as before), without a float64 channel-last copy.
-            v = np.asarray(values[name])
-            axes = tuple(range(v.ndim - 1))
-            lo, hi = v.min(axis=axes).astype(np.float64), v.max(axis=axes).astype(np.float64)
-            lows[name] = np.minimum(lows[name], lo) if name in lows else lo
-            highs[name] = np.maximum(highs[name], hi) if name in highs else hi
-    return {name: (lows[name], highs[name]) for name in wanted}
 
 
 def noise_db(scale: float, scales: np.ndarray) -> float:

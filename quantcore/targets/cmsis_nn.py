@@ -28,6 +28,7 @@ from pathlib import Path
 from quantcore.cores import Core
 from quantcore.errors import CmsisNnNotFound, InputError, QuantcoreError
 from quantcore.kernels.requantize import Rounding
+from quantcore.paths import cache_root
 from quantcore.targets import process
 
 ENV_VAR = "FIXPOINT_CMSIS_NN"
@@ -97,12 +98,6 @@ class CmsisNn:
     @property
     def dirty(self) -> bool:
         return bool(self.describe and self.describe.endswith("-dirty"))
-
-
-def cache_root() -> Path:
-    """Fixpoint's per-user cache: $XDG_CACHE_HOME/fixpoint, by default ~/.cache/fixpoint."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "fixpoint"
 
 
 def cache_checkout() -> Path:
