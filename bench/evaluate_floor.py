@@ -55,7 +55,7 @@ def float_run_seconds(model: Path, data: Path, samples: int) -> float:
 
     loaded = pipeline.load_model(model)
     float_model = loaded.float_model
-    float_model.use_one_thread()  # type: ignore[union-attr] - an ONNX model: onnxruntime runs it
+    float_model.for_evaluation()  # type: ignore[union-attr] - an ONNX model: onnxruntime runs it
     with np.load(data) as npz:
         x = npz["x"][:samples]
     name = loaded.graph.inputs[0]

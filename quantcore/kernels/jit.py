@@ -2,7 +2,8 @@
 
 The numpy kernels stay the readable reference. Where a batched evaluation spends its time in a dozen
 numpy passes per element (finish_s8's requantization, the depthwise taps, the metrics' sums), a
-compiled loop computes the same integers (and the same float64 bits) in one pass:
+compiled loop computes the same integers (and the same float64 sums, in an order of additions of
+its own) in one pass:
 `quantcore.kernels.compiled` and `quantcore.verify.compiled_sums`. Those modules import numba when they
 are imported, and only the code that runs them imports them (inside a function): `fixpoint --help`,
 `fixpoint check` and the language server never load numba (tests/test_cli_startup.py).
@@ -13,7 +14,8 @@ compiled_loops).
 FIXPOINT_JIT=0 in the environment turns them off there too (every caller then takes its numpy path);
 the equality tests use it to hold both paths to the same results, and FIXPOINT_JIT=all runs them
 everywhere (the kernel and conformance suites through them). It is read at each call, so a test can
-switch it. No fastmath anywhere: it lets LLVM reorder float sums, and the bits would change.
+switch it. No fastmath anywhere: it would let LLVM reorder float sums as each machine's vector width
+suits, and the figures would change from machine to machine.
 
 Compiling them all costs a CLI process about 5 s, so numba's on-disk cache is on (cache=True) with its
 folder in Fixpoint's per-user cache, $XDG_CACHE_HOME/fixpoint/numba: a later process loads the machine

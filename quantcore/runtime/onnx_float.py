@@ -10,8 +10,18 @@ are computed by the IR float executor from their inputs.
 
 The model comes as bytes, the ones the importer read and checked (quantcore.pipeline.load_model):
 onnxruntime never opens the model file, or a file the model names, itself. Its graph optimizations are
-off: every tensor stays observable, and no constant subgraph is computed at session creation (the
-importer's folding budget already refused any that would be too large).
+off: every tensor stays observable, no constant subgraph is computed at session creation (the importer's
+folding budget already refused any that would be too large), and two exports of one network that the
+importer reads as the same graph give the same quantization to the bit (tests/importers/
+test_exporters.py) - an optimizer would fuse their differently written nodes differently.
+
+`evaluate` runs the float reference over thousands of samples: its session (`for_evaluation`) runs the
+optimizations (ORT_ENABLE_ALL: operator fusion and the blocked NCHWc convolution layout, 1.5-2.2x faster
+on the benchmark nets) except constant folding (UNSAFE_OPTIMIZERS). The tensors asked for stay
+observable: onnxruntime never fuses away a node whose output is a graph output, and every IR activation
+asked for is one. Its values differ from the unoptimized run's by float32 rounding (a fused BatchNorm,
+another order of additions: at most 1.5e-5 of a tensor's magnitude on the benchmark nets) and, as
+before, not with the batch size or the thread count (tests/runtime/test_onnx_float_optimized.py).
 
 `fixpoint quantize` runs the same calibration batches through the model several times (calibration, the
 per-channel ranges, bias correction's float means, the reference outputs): within `reusing()` a batch
@@ -40,6 +50,30 @@ REUSE_BYTES = 128 * 2**20
 (52 MiB on MobileNetV2); a larger calibration set keeps its first batches, the rest run again."""
 
 
+UNSAFE_OPTIMIZERS = ["ConstantFolding"]
+"""onnxruntime's graph optimizers not run (the module docstring): constant folding would compute at
+session creation whatever constant subgraph a (hostile) model holds."""
+
+
+def session_options(threads: int, optimized: bool) -> Any:
+    """onnxruntime's options for the float model's session: `threads` intra-op threads (0 for its own
+    choice), graph optimizations on or off (the module docstring; when on, InferenceSession is also to
+    get disabled_optimizers=UNSAFE_OPTIMIZERS)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    levels = ort.GraphOptimizationLevel
+    options.graph_optimization_level = levels.ORT_ENABLE_ALL if optimized else levels.ORT_DISABLE_ALL
+    options.log_severity_level = 4  # fatal only: an error reaches the user as a ModelError, once
+    # Idle pool threads wait on a condition instead of spinning (onnxruntime's default): the same
+    # threads split the same work (results unchanged), without burning a core between operators.
+    # On the shared 2-core benchmark machine, MobileNetV2 over 5,000 test images: 3.6 -> 2.1 s CPU,
+    # 6-10 -> 3-5 s wall; quantize's calibration pass over 100 images: 0.13 -> 0.07 s CPU.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.intra_op_num_threads = threads
+    return options
+
+
 class _Session(NamedTuple):
     session: Any
     """The onnxruntime InferenceSession."""
@@ -63,6 +97,7 @@ class OnnxFloat:
         self._kept: dict[bytes, dict[str, Array]] | None = None
         self._kept_bytes = 0
         self._threads = 0  # onnxruntime's intra-op threads; 0 is its own choice (one per core)
+        self._optimized = False  # its graph optimizations (for_evaluation)
 
     @contextlib.contextmanager
     def reusing(self) -> Iterator[None]:
@@ -74,12 +109,13 @@ class OnnxFloat:
         finally:
             self._kept, self._kept_bytes = None, 0
 
-    def use_one_thread(self) -> None:
-        """The session, if made from now on, runs each operator on one thread: evaluate runs the float
-        model in a thread of its own beside the int8 kernels, and a pool splitting each operator over
-        the cores as well only adds its waits (MobileNetV2 over 10,000 images: 1-2 s less CPU time, the
-        same activations: the five benchmark nets' reports are identical to the last bit)."""
-        self._threads = 1
+    def for_evaluation(self) -> None:
+        """The session, if made from now on, is evaluate's: onnxruntime's graph optimizations on (the
+        module docstring), and each operator on one thread - evaluate runs the float model in a thread
+        of its own beside the int8 kernels, and a pool splitting each operator over the cores as well
+        only adds its waits (MobileNetV2 over 10,000 images: 1-2 s less CPU time, the same
+        activations)."""
+        self._threads, self._optimized = 1, True
 
     def load(self) -> None:
         """Make the onnxruntime session now; ModelError when onnxruntime refuses the model."""
@@ -100,18 +136,13 @@ class OnnxFloat:
         for name in wanted:
             if name not in existing:
                 proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # see the docstring
-        options.log_severity_level = 4  # fatal only: an error reaches the user as a ModelError, once
-        # Idle pool threads wait on a condition instead of spinning (onnxruntime's default): the same
-        # threads split the same work (results unchanged), without burning a core between operators.
-        # On the shared 2-core benchmark machine, MobileNetV2 over 5,000 test images: 3.6 -> 2.1 s CPU,
-        # 6-10 -> 3-5 s wall; quantize's calibration pass over 100 images: 0.13 -> 0.07 s CPU.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.intra_op_num_threads = self._threads
+        options = session_options(self._threads, self._optimized)
         try:
             session = ort.InferenceSession(
-                proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+                proto.SerializeToString(),
+                options,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=UNSAFE_OPTIMIZERS if self._optimized else None,
             )
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ModelError(self._name(), f"onnxruntime cannot load the model: {said(exc)}") from exc

@@ -1,31 +1,29 @@
-"""TensorAccumulator's sums in one compiled pass (numba), with numpy's summation order: the same bits.
+"""TensorAccumulator's sums in one compiled pass (numba) over the layouts `evaluate` hands over.
 
-For a float reference f and int8 (or int16) values q with d = (q - zero_point) * scale (dequantized in
-the loop for one scale; per channel along the last axis, by numpy first), one pass gives
-    sum f f,  sum e e,  sum f d,  sum d d  (e = f - d, every product in float64),  max |e|,  max |f|
-exactly as metrics._sums computes them with np.sum over the float64 arrays f * f, e * e, f * q, q * q.
+For a float reference f and int8 (or int16) values q with d = (q - zero_point) * scale (one scale, or one
+per channel along the last axis), one pass gives, every product in float64 (float32 -> float64 and
+int -> float64 are exact; (q - zp) is computed in float64 as numpy does):
+    sum f f,  sum e e,  sum f d,  sum d d  (e = f - d),  max |e|,  max |f|
+- the figures metrics._sums computes with numpy, in another order of float64 additions.
 
-np.sum over a float64 array that its reduction sees as one contiguous run adds 0.0 to numpy's pairwise
-sum of the run (numpy/_core/src/umath/loops_utils.h.src, pairwise_sum):
-    n < 8:          a plain loop;
-    8 <= n <= 128:  eight accumulators r[j] += a[i + j] over whole groups of eight, combined as
-                    ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the tail added one by one;
-    n > 128:        the sums of a[:h] and a[h:] added, h = n // 2 rounded down to a multiple of 8.
-Each product here is the same IEEE operation on the same float64 operands as numpy's elementwise pass
-(float32 -> float64 is exact; (q - zp) is computed in float64 as numpy does), so the same tree of
-additions gives the same bits. Which run numpy's reduction sees: _sums computes f * f in f's own layout
-and sums it in memory order (numpy's iterator reduces in the order the elements lie in memory), and e,
-f q and q q in C order (q is C-contiguous and a transposed f is copied to C order first). So f f is summed
-over `memory` (f's elements in memory order) and the rest over `logical` (f in C order); for a
-C-contiguous f the two are the same array (a transposed f is a view in memory order, and a gathered
-copy in C order: a copy's pass, a fifth of the loop's time). Layouts this does not cover (f with gaps
-or negative strides, q not C-contiguous) return None: the caller keeps numpy's path.
-tests/verify/test_compiled_sums.py holds the bits to np.sum's on sizes from 1 to 10^6 and on the
-layouts evaluate gives.
+Layouts: q C-contiguous with its channels last (the int8 executor's NHWC) and f either in the same
+order (C-contiguous) or channels first (onnxruntime's NCHW seen as NHWC: a transposed view, never copied).
+The loop walks f in memory order, (sample, channel) row by row, reading q at the same element (a stride
+of one channel count): no copy of either side, and the per-channel scale is one number per row.
+Other layouts (gaps, negative strides, q not C-contiguous) return None: the caller keeps numpy's path.
+
+Summation order, fixed (the same bits on every run and any machine with IEEE float64): within a row two
+accumulators take the even and the odd elements, the row's total is their sum, and the rows' totals are
+added in memory order to 0.0. It differs from numpy's pairwise sum by rounding only: both are bounded by
+the classical (n - 1) eps sum |terms| of recursive summation, where n here is the longest chain of
+additions - a row's half plus the number of rows (tests/verify/test_compiled_sums.py holds the sums to
+math.fsum's exactly rounded ones within that bound). The figures reported from them are ratios and
+logarithms: a relative change of 1e-12 moves an SQNR by 4e-12 dB.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -39,120 +37,61 @@ _CACHE = jit.caching()
 Sums = tuple[tuple[float, float, float, float], float, float]
 """(sum f f, sum e e, sum f d, sum d d), max |e|, max |f|."""
 
-_BLOCK = 128  # numpy's PW_BLOCKSIZE
-_STACK = 256  # 3 tasks per halving: enough for any size (2 log2(n) + 3 < 256 for n < 2^63)
 
-
-Six = tuple[float, float, float, float, float, float]
-"""f f, e e, f d, d d summed, and max |e|, max |f|: one element's, or a range's."""
-
-
-def _at(f: Any, g: Any, value: Any, zero_point: float, scale: float) -> Six:
-    """One element's products (f f from g, its value in memory order; the rest from f) and magnitudes,
-    in float64 (float32 -> float64 and int -> float64 are exact)."""
-    f, g = np.float64(f), np.float64(g)
-    d = (np.float64(value) - zero_point) * scale
-    e = f - d
-    return g * g, e * e, f * d, d * d, abs(e), abs(f)
-
-
-def _add(a: Six, b: Six) -> Six:
-    """a + b for the sums (in this order: numpy's), the larger for the magnitudes (a select, no branch)."""
-    return (
-        a[0] + b[0],
-        a[1] + b[1],
-        a[2] + b[2],
-        a[3] + b[3],
-        a[4] if a[4] > b[4] else b[4],
-        a[5] if a[5] > b[5] else b[5],
-    )
-
-
-def _leaf(
-    memory: npt.NDArray[np.floating[Any]],
-    logical: npt.NDArray[np.floating[Any]],
+def _rows(
+    f: npt.NDArray[np.floating[Any]],
     q: npt.NDArray[np.number[Any]],
     zero_point: float,
-    scale: float,
-    start: int,
-    n: int,
-) -> Six:
-    """numpy's pairwise sums over elements [start, start + n), n <= 128 (the module docstring): eight
-    accumulators (tuples, kept in registers) over whole groups of eight, then the tail."""
-    f, g, v = logical[start : start + n], memory[start : start + n], q[start : start + n]
-    total = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    whole = 0
-    if n >= 8:
-        whole = n - n % 8
-        a0 = _at_(f[0], g[0], v[0], zero_point, scale)
-        a1 = _at_(f[1], g[1], v[1], zero_point, scale)
-        a2 = _at_(f[2], g[2], v[2], zero_point, scale)
-        a3 = _at_(f[3], g[3], v[3], zero_point, scale)
-        a4 = _at_(f[4], g[4], v[4], zero_point, scale)
-        a5 = _at_(f[5], g[5], v[5], zero_point, scale)
-        a6 = _at_(f[6], g[6], v[6], zero_point, scale)
-        a7 = _at_(f[7], g[7], v[7], zero_point, scale)
-        for i in range(8, whole, 8):
-            a0 = _add_(a0, _at_(f[i], g[i], v[i], zero_point, scale))
-            a1 = _add_(a1, _at_(f[i + 1], g[i + 1], v[i + 1], zero_point, scale))
-            a2 = _add_(a2, _at_(f[i + 2], g[i + 2], v[i + 2], zero_point, scale))
-            a3 = _add_(a3, _at_(f[i + 3], g[i + 3], v[i + 3], zero_point, scale))
-            a4 = _add_(a4, _at_(f[i + 4], g[i + 4], v[i + 4], zero_point, scale))
-            a5 = _add_(a5, _at_(f[i + 5], g[i + 5], v[i + 5], zero_point, scale))
-            a6 = _add_(a6, _at_(f[i + 6], g[i + 6], v[i + 6], zero_point, scale))
-            a7 = _add_(a7, _at_(f[i + 7], g[i + 7], v[i + 7], zero_point, scale))
-        total = _add_(_add_(_add_(a0, a1), _add_(a2, a3)), _add_(_add_(a4, a5), _add_(a6, a7)))
-    for i in range(whole, n):
-        total = _add_(total, _at_(f[i], g[i], v[i], zero_point, scale))
-    return total
-
-
-def _all_sums(
-    memory: npt.NDArray[np.floating[Any]],
-    logical: npt.NDArray[np.floating[Any]],
-    q: npt.NDArray[np.number[Any]],
-    zero_point: float,
-    scale: float,
+    scales: npt.NDArray[np.float64],
 ) -> tuple[float, float, float, float, float, float]:
-    """np.sum's result (0.0 plus the pairwise sum) for each product, then max |e| and max |f|.
+    """The sums and maxima over f (A, C, P) and q (A, P, C) (f[a, c, p] pairs with q[a, p, c]), scale
+    scales[c] (or scales[0] for all): rows (a, c) in order, two accumulators per row (module docstring)."""
+    rows_a, channels, length = f.shape
+    per_channel = scales.size != 1
+    ff = ee = fd = dd = 0.0
+    max_e = max_f = 0.0
+    for a in range(rows_a):
+        for c in range(channels):
+            s = scales[c] if per_channel else scales[0]
+            ff0 = ee0 = fd0 = dd0 = 0.0
+            ff1 = ee1 = fd1 = dd1 = 0.0
+            p = 0
+            while p + 1 < length:
+                f0 = np.float64(f[a, c, p])
+                d0 = (np.float64(q[a, p, c]) - zero_point) * s
+                e0 = f0 - d0
+                f1 = np.float64(f[a, c, p + 1])
+                d1 = (np.float64(q[a, p + 1, c]) - zero_point) * s
+                e1 = f1 - d1
+                ff0 += f0 * f0
+                ee0 += e0 * e0
+                fd0 += f0 * d0
+                dd0 += d0 * d0
+                ff1 += f1 * f1
+                ee1 += e1 * e1
+                fd1 += f1 * d1
+                dd1 += d1 * d1
+                max_e = max(max_e, abs(e0), abs(e1))
+                max_f = max(max_f, abs(f0), abs(f1))
+                p += 2
+            if p < length:
+                f0 = np.float64(f[a, c, p])
+                d0 = (np.float64(q[a, p, c]) - zero_point) * s
+                e0 = f0 - d0
+                ff0 += f0 * f0
+                ee0 += e0 * e0
+                fd0 += f0 * d0
+                dd0 += d0 * d0
+                max_e = max(max_e, abs(e0))
+                max_f = max(max_f, abs(f0))
+            ff += ff0 + ff1
+            ee += ee0 + ee1
+            fd += fd0 + fd1
+            dd += dd0 + dd1
+    return ff, ee, fd, dd, max_e, max_f
 
-    numpy's recursion (sum of the left half, sum of the right half, their sum) runs on explicit stacks:
-    numba's cache cannot hold a recursive function. `tasks` holds (start, n, combine) - a range to sum,
-    or the addition of the two sums on top of `results` - pushed so that the left half is summed first,
-    then the right half, then the two added left + right, as numpy does."""
-    tasks = np.empty((_STACK, 3), dtype=np.int64)
-    results = np.empty((_STACK, 6))
-    tasks[0, 0], tasks[0, 1], tasks[0, 2] = 0, q.size, 0
-    pending, done = 1, 0
-    while pending:
-        pending -= 1
-        start, n, combine = tasks[pending, 0], tasks[pending, 1], tasks[pending, 2]
-        if combine:
-            done -= 1
-            for k in range(4):
-                results[done - 1, k] = results[done - 1, k] + results[done, k]
-            for k in range(4, 6):
-                results[done - 1, k] = max(results[done - 1, k], results[done, k])
-        elif n <= _BLOCK:
-            leaf = _leaf_compiled(memory, logical, q, zero_point, scale, start, n)
-            for k in range(6):
-                results[done, k] = leaf[k]
-            done += 1
-        else:
-            half = n // 2
-            half -= half % 8
-            tasks[pending, 0], tasks[pending, 1], tasks[pending, 2] = 0, 0, 1
-            tasks[pending + 1, 0], tasks[pending + 1, 1], tasks[pending + 1, 2] = start + half, n - half, 0
-            tasks[pending + 2, 0], tasks[pending + 2, 1], tasks[pending + 2, 2] = start, half, 0
-            pending += 3
-    s = results[0]
-    return 0.0 + s[0], 0.0 + s[1], 0.0 + s[2], 0.0 + s[3], s[4], s[5]
 
-
-_at_: Any = _nb.njit(cache=_CACHE, inline="always")(_at)
-_add_: Any = _nb.njit(cache=_CACHE, inline="always")(_add)
-_leaf_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_leaf)
-_all_sums_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_all_sums)
+_rows_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_rows)
 
 
 def sums(
@@ -175,25 +114,32 @@ def sums(
         or (scales.size != 1 and (q.ndim == 0 or scales.size != q.shape[-1]))
     ):
         return None
-    memory = _in_memory_order(reference)
-    if memory is None:
+    arranged = _arranged(reference, q, scales.size != 1)
+    if arranged is None:
         return None
-    # C order: a transposed reference is gathered at about a copy's speed (much less than the loop)
-    logical = memory if reference.flags.c_contiguous else np.ascontiguousarray(reference).reshape(-1)
-    values, zero, factor = q.reshape(-1), float(zero_point), float(scales[0])
-    if scales.size != 1:
-        # per channel: numpy's dequantization first (the same float64 d), then (d - 0.0) * 1.0 = d in the
-        # loop - a per-element channel index would cost the loop a division
-        values, zero, factor = ((q.astype(np.float64) - zero_point) * scales).reshape(-1), 0.0, 1.0
-    ff, ee, fd, dd, max_e, max_f = _all_sums_compiled(memory, logical, values, zero, factor)
-    return (ff, ee, fd, dd), max_e, max_f
+    f, values = arranged
+    ff, ee, fd, dd, max_e, max_f = _rows_compiled(f, values, float(zero_point), scales)
+    # NaN compares false in max(): a NaN reference leaves its maximum alone but makes sum f f NaN, which
+    # the caller looks for (and then refuses the batch on numpy's path)
+    return (0.0 + ff, 0.0 + ee, 0.0 + fd, 0.0 + dd), max_e, max_f
 
 
-def _in_memory_order(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
-    """The elements of a dense array (one block, no gaps, no negative strides) in the order they lie in
-    memory, as a 1-D view; None for any other array."""
-    if array.flags.c_contiguous:
-        return array.reshape(-1)
-    order = sorted(range(array.ndim), key=lambda axis: -array.strides[axis])
-    view = array.transpose(order)
-    return view.reshape(-1) if view.flags.c_contiguous and min(array.strides) >= 0 else None
+def _arranged(
+    reference: np.ndarray[Any, Any], q: np.ndarray[Any, Any], per_channel: bool
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
+    """f as (A, C, P) in its memory order and q as (A, P, C), element [a, c, p] of f pairing with
+    [a, p, c] of q; None for a layout the loop does not cover."""
+    if reference.flags.c_contiguous:
+        if not per_channel:  # one row: f (1, 1, N), q (1, N, 1)
+            return reference.reshape(1, 1, -1), q.reshape(1, -1, 1)
+        channels = q.shape[-1]  # rows of one channel each, read with a stride on both sides
+        return reference.reshape(1, -1, channels).transpose(0, 2, 1), q.reshape(1, -1, channels)
+    if reference.ndim < 3 or min(reference.strides) < 0:
+        return None
+    channels_first = (0, reference.ndim - 1, *range(1, reference.ndim - 1))
+    memory = reference.transpose(channels_first)
+    if not memory.flags.c_contiguous:
+        return None
+    samples, channels = q.shape[0], q.shape[-1]
+    positions = math.prod(q.shape[1:-1])
+    return memory.reshape(samples, channels, positions), q.reshape(samples, positions, channels)

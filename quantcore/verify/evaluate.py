@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+import contextvars
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Protocol
 
@@ -32,6 +34,11 @@ on its own: its kernels' dozen passes over a part's accumulators stay in cache (
 images: 3.7 -> 2.9 s CPU against whole runs of 4 batches), and the kernels' per-sample bytes do not
 depend on the batch either (tests/kernels/test_batched_equality.py). The figures are summed per
 batch_size samples, as they always were."""
+
+
+SUMS_AHEAD = 2
+"""Parts whose figures may wait for the summing thread (each holds its int8 tensors): enough to keep it
+busy while the int8 kernels run the next part, few enough to hold memory to a few parts' tensors."""
 
 
 COMPILED_LOOPS_FROM = 10**8
@@ -64,13 +71,14 @@ def evaluate_graphs(
     layers = [n for n in qgraph.nodes if n.op.computes]
     sums = _Sums(qgraph, layers)
     compiled = jit.compiled_loops() if worth_compiling(qgraph, layers, len(data)) else nullcontext()
-    with reuse_freed_memory(), compiled:
+    with reuse_freed_memory(), compiled, _Beside(SUMS_AHEAD) as beside:
         for xs, ys, references in _with_float_run(
             float_model, qgraph.inputs[0], data, batch_size * RUN_BATCHES, progress
         ):
             for start in range(0, len(xs), batch_size):
                 part = slice(start, start + batch_size)
-                sums.add(references, _run_int8(qgraph, xs[part]), part, None if ys is None else ys[part])
+                qs = _run_int8(qgraph, xs[part])
+                beside.submit(sums.add, references, qs, part, None if ys is None else ys[part])
     classes, classifier = sums.classes, sums.classifier
     return EvaluationReport(
         model=model,
@@ -90,6 +98,37 @@ def evaluate_graphs(
     )
 
 
+class _Beside:
+    """One worker thread that runs calls in the order they are submitted, at most `ahead` of them
+    waiting: evaluate's figures for one part of a batch are summed there while this thread runs the
+    next part's int8 kernels (the compiled sums and numpy's passes release the GIL). One worker, in
+    submission order, adds the parts' sums in the order a single thread would: the same bits. Each call
+    runs in the submitting thread's context (contextvars), so it takes the same paths
+    (jit.compiled_loops) as it would here."""
+
+    def __init__(self, ahead: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fixpoint-sums")
+        self._ahead = ahead
+        self._pending: deque[Future[None]] = deque()
+
+    def __enter__(self) -> _Beside:
+        return self
+
+    def submit(self, call: Callable[..., None], *args: object) -> None:
+        while len(self._pending) >= self._ahead:
+            self._pending.popleft().result()  # re-raises the worker's error here
+        self._pending.append(self._pool.submit(contextvars.copy_context().run, call, *args))
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        try:
+            while self._pending and kind is None:
+                self._pending.popleft().result()
+        finally:
+            for future in self._pending:
+                future.cancel()
+            self._pool.shutdown(wait=True)
+
+
 def _with_float_run(
     float_model: FloatModel, input_name: str, data: DataSet, size: int, progress: bool
 ) -> Iterator[tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]]:
@@ -97,9 +136,9 @@ def _with_float_run(
     second thread while the caller runs the int8 kernels and the figures on this one (onnxruntime's run
     releases the GIL, as numpy's array passes do). At most two batches' activations are held: this
     one's and the next one's. (From i20-eval5's branch.)"""
-    one_thread = getattr(float_model, "use_one_thread", None)  # an onnxruntime model (see there)
-    if one_thread is not None:
-        one_thread()
+    for_evaluation = getattr(float_model, "for_evaluation", None)  # an onnxruntime model (see there)
+    if for_evaluation is not None:
+        for_evaluation()
     batches = iter(_batches(data, size, progress))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fixpoint-float") as pool:
         current = next(batches, None)

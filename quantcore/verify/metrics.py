@@ -1,5 +1,6 @@
 """How far the int8 network is from the float one: the figures `fixpoint evaluate` reports, in numpy (and
-a compiled twin of the sums with the same bits, verify/compiled_sums.py, for `update_quantized`).
+a compiled twin of the sums, verify/compiled_sums.py, for `update_quantized`: the same sums in another
+order of float64 additions).
 
 Per tensor (a layer's output, or all model outputs together), for a float reference f and the dequantized
 int8 result q of the same shape, computed in float64:
@@ -113,9 +114,9 @@ class TensorAccumulator:
         self, reference: np.ndarray, q: np.ndarray, scale: float | np.ndarray, zero_point: int
     ) -> None:
         """`update(reference, (q - zero_point) * scale)` for integer `q` (scale one float, or one per
-        channel along the last axis): the same sums, to the bit, in one compiled pass with the
-        dequantization inside it where quantcore.kernels.jit allows (verify/compiled_sums.py), else
-        numpy's passes."""
+        channel along the last axis): the same sums, up to the order of float64 additions, in one
+        compiled pass with the dequantization inside it where quantcore.kernels.jit allows
+        (verify/compiled_sums.py), else numpy's passes."""
         found = None
         if jit.enabled():
             from quantcore.verify import compiled_sums  # loads numba: only here
