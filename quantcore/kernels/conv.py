@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from quantcore.kernels import jit
+from quantcore.kernels import int_gemm, jit
 from quantcore.kernels._int import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, Args, wrap32
 from quantcore.kernels.requantize import BiasedRequantize, Rounding, requantize_int32
 from quantcore.kernels.window import Window, check_window
@@ -168,6 +168,8 @@ def _conv_accumulate(
     out_ch, kh, kw, group_ch = weights.shape
     # (kh*kw*group_ch, out_ch) with rows in im2col order (ky, kx, c).
     w_int = weights.reshape(out_ch, -1).T
+    if int_gemm.wanted(w_int.shape[0]):
+        return _conv_accumulate_int(x, w_int, groups, window, hw, input_offset)
     dtype = exact_float(x, input_offset, np.abs(w_int.astype(np.int64)).sum(axis=0))
     per_sample = hw[0] * hw[1] * kh * kw * x.shape[3] * np.dtype(dtype).itemsize
     step = max(1, _IM2COL_BYTES // max(per_sample, 1))
@@ -182,6 +184,32 @@ def _conv_accumulate(
             cols = window.im2col(part, hw)
             o = slice(g * out_per_group, (g + 1) * out_per_group)
             acc[start : start + step, ..., o] = cols @ w_cols[:, o]
+    return acc
+
+
+def _conv_accumulate_int(
+    x: Int8Array, w_int: Int8Array, groups: int, window: Window, hw: Pair, input_offset: int
+) -> npt.NDArray[np.int64]:
+    """_conv_accumulate on onnxruntime's integer product (quantcore.kernels.int_gemm): the same integers.
+    The input is padded with its raw value -input_offset (x + 128 as uint8: the product's zero point),
+    which adds back to zero as in the C."""
+    n = x.shape[0]
+    k, out_ch = w_int.shape
+    zero_point = 128 - input_offset
+    step = max(1, _IM2COL_BYTES // max(hw[0] * hw[1] * k * groups, 1))
+    group_ch, out_per_group = k // (window.kernel[0] * window.kernel[1]), out_ch // groups
+    columns = [
+        np.ascontiguousarray(w_int[:, g * out_per_group : (g + 1) * out_per_group]) for g in range(groups)
+    ]
+    u = int_gemm.to_uint8(x)
+    acc = np.empty((n, hw[0], hw[1], out_ch), dtype=np.int64)
+    for start in range(0, n, step):
+        padded = window.pad(u[start : start + step], hw, zero_point)
+        for g in range(groups):
+            cols = window.im2col(padded[..., g * group_ch : (g + 1) * group_ch], hw)
+            products = int_gemm.product(cols.reshape(-1, k), columns[g], zero_point)
+            o = slice(g * out_per_group, (g + 1) * out_per_group)
+            acc[start : start + step, ..., o] = products.reshape(*cols.shape[:3], out_per_group)
     return acc
 
 

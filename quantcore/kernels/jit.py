@@ -8,6 +8,9 @@ its own) in one pass:
 are imported, and only the code that runs them imports them (inside a function): `fixpoint --help`,
 `fixpoint check` and the language server never load numba (tests/test_cli_startup.py).
 
+The same switch and block select quantcore.kernels.int_gemm, the convolutions' integer product on
+onnxruntime (no numba; exact int32 sums where a probe finds this machine's MLAS exact).
+
 The loops run only inside `compiled_loops()`, which `evaluate` opens around its batches when they are
 large enough to repay numba's load (COMPILED_LOOPS_FROM in verify/evaluate.py; why only evaluate: see
 compiled_loops).

@@ -41,11 +41,12 @@ SUMS_AHEAD = 2
 busy while the int8 kernels run the next part, few enough to hold memory to a few parts' tensors."""
 
 
-COMPILED_LOOPS_FROM = 10**8
+COMPILED_LOOPS_FROM = 6 * 10**7
 """Activation values (samples times the computed layers' values per sample) from which evaluate runs the
-compiled loops (quantcore.kernels.jit): they save 1-5 ns a value (the most on depthwise layers) and
-cost a process about 0.4 s to load. Measured over 10,000 images: lenet5 (8e7 values) 0.5 s slower with
-them, convbn (2.7e8) 0.3 s and mbv2 (1.4e9) 7 s faster."""
+accelerated paths (quantcore.kernels.jit's compiled loops, int_gemm's integer product): they save 2-7 ns
+a value and cost a process about 0.4 s to load (numba). Measured over 10,000 images: lenet5 (8e7 values)
+1.60 -> 1.40 s with them, convbn (2.7e8) 2.3 -> 1.95 s; below about 6e7 the load costs more than they
+save."""
 
 
 def worth_compiling(qgraph: Graph, layers: list[Node], samples: int) -> bool:
