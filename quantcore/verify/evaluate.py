@@ -135,8 +135,9 @@ def _with_float_run(
 ) -> Iterator[tuple[np.ndarray, np.ndarray | None, dict[str, np.ndarray]]]:
     """The batches, each with the float model's activations, the next batch's float run going on in a
     second thread while the caller runs the int8 kernels and the figures on this one (onnxruntime's run
-    releases the GIL, as numpy's array passes do). At most two batches' activations are held: this
-    one's and the next one's. (From i20-eval5's branch.)"""
+    releases the GIL, as numpy's array passes do). At most three batches' activations are held: this
+    one's, the next one's, and the last one's while the summing thread (_Beside) finishes its parts.
+    (From i20-eval5's branch.)"""
     for_evaluation = getattr(float_model, "for_evaluation", None)  # an onnxruntime model (see there)
     if for_evaluation is not None:
         for_evaluation()
