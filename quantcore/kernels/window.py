@@ -75,10 +75,18 @@ class Window:
         """(N, oh, ow, kh*kw*C) patches in CMSIS-NN's im2col order (ky, kx, c), matching OHWI filters.
 
         One copy of a (N, oh, ow, kh, kw, C) strided view of `padded` (every tap's view at once), not a
-        concatenation of the kh*kw tap views: with few channels (a 1-channel image) each of those copies
-        moves C values per pixel and costs far more than the values themselves."""
+        concatenation of the kh*kw tap views: with few channels each of those copies moves C values per
+        pixel and costs far more than the values themselves. With one channel (an image's first layer)
+        the tap views are copied into the columns one by one instead: each runs along whole output rows,
+        where the single copy's innermost run is one kernel row (64 images of 28 x 28 through a 3 x 3
+        window: 0.17 ms against 0.81)."""
         (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.stride, self.dilation
         n, _, _, c = padded.shape
+        if c == 1:
+            columns = np.empty((n, output_hw[0], output_hw[1], kh * kw), dtype=padded.dtype)
+            for index, (_, _, view) in enumerate(self.taps(padded, output_hw)):
+                columns[..., index] = view[..., 0]
+            return columns
         bn, bh, bw, bc = padded.strides
         patches = np.lib.stride_tricks.as_strided(
             padded,
