@@ -20,7 +20,6 @@ and tests/kernels/test_int_gemm.py holds the two to the same integers.
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any
 
 import numpy as np
@@ -30,8 +29,6 @@ from quantcore.kernels import jit
 
 BOUND_K = (2**31 - 1) // (255 * 128)
 """Terms (k) whose sum cannot leave int32: 65,793."""
-
-_lock = threading.Lock()
 
 
 def wanted(k: int) -> bool:
@@ -61,36 +58,32 @@ def product(u: npt.NDArray[np.uint8], w: npt.NDArray[np.int8], zero_point: int) 
 @functools.cache
 def _session() -> Any:
     """The one-operator onnxruntime session, or None where onnxruntime is missing or the probe fails."""
-    with _lock:
-        try:
-            import onnx
-            import onnxruntime as ort
-        except ImportError:
-            return None
+    try:
+        import onnxruntime as ort
         from onnx import TensorProto, helper
+    except ImportError:
+        return None
 
-        graph = helper.make_graph(
-            [helper.make_node("MatMulInteger", ["u", "w", "zp"], ["y"])],
-            "int_gemm",
-            [
-                helper.make_tensor_value_info("u", TensorProto.UINT8, ["M", "K"]),
-                helper.make_tensor_value_info("w", TensorProto.INT8, ["K", "N"]),
-                helper.make_tensor_value_info("zp", TensorProto.UINT8, []),
-            ],
-            [helper.make_tensor_value_info("y", TensorProto.INT32, ["M", "N"])],
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-        model.ir_version = min(model.ir_version, onnx.IR_VERSION)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1  # evaluate's int8 kernels run on one core beside the float run
-        options.log_severity_level = 4
-        try:
-            session = ort.InferenceSession(
-                model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception:  # onnxruntime raises its own exception types; the float product stays
-            return None
-        return session if _exact_here(session) else None
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["u", "w", "zp"], ["y"])],
+        "int_gemm",
+        [
+            helper.make_tensor_value_info("u", TensorProto.UINT8, ["M", "K"]),
+            helper.make_tensor_value_info("w", TensorProto.INT8, ["K", "N"]),
+            helper.make_tensor_value_info("zp", TensorProto.UINT8, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, ["M", "N"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7  # opset 13's: every onnxruntime this project allows reads it, whatever onnx writes
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1  # evaluate's int8 kernels run on one core beside the float run
+    options.log_severity_level = 4
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception:  # onnxruntime raises its own exception types; the float product stays
+        return None
+    return session if _exact_here(session) else None
 
 
 def _exact_here(session: Any) -> bool:
