@@ -10,9 +10,10 @@ bench/evaluate_speed.py does), in the same run:
   now       the same process run from this checkout
   start-up  the same process over 1 image: interpreter, imports, model import (its child process),
             params and data read - paid whatever the number of images
-  float     the float reference alone over --samples images in this process: onnxruntime on one
-            intra-op thread in batches of 256, as evaluate runs it (in a thread of its own, beside the
-            int8 kernels); evaluate cannot skip it - every figure compares against it
+  float     the float reference alone over --samples images in this process: onnxruntime with
+            evaluate's graph optimizations on one intra-op thread in batches of 256, as evaluate runs
+            it (in a thread of its own, beside the int8 kernels); evaluate cannot skip it - every
+            figure compares against it
   floor     start-up + float: the process cannot end sooner even if the int8 kernels and the figures
             took no time at all (they run beside the float run; a 2-core machine has no third core)
 Fastest of --repeat runs for each process figure; the trees are byte-compiled first
@@ -50,7 +51,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def float_run_seconds(model: Path, data: Path, samples: int) -> float:
-    """The float reference over the first `samples` images, as evaluate runs it (one intra-op thread)."""
+    """The float reference over the first `samples` images, as evaluate runs it (for_evaluation)."""
     from quantcore import pipeline
 
     loaded = pipeline.load_model(model)

@@ -78,9 +78,12 @@ def _import_onnx_modules() -> None:
 
 
 def _prepared(source: Source, batch: int, path: Path) -> tuple[Graph, bytes | None]:
-    """The prepared, checked graph after one onnxruntime session was made from the bytes onnxruntime
-    runs (its C++ code must not meet them first in the parent process); those bytes too when they are
-    not the file's (external data inlined), so that the parent is not sent a copy of what it holds."""
+    """The prepared, checked graph after the onnxruntime sessions the parent may make were made here
+    from the bytes onnxruntime runs (its C++ code must not meet them first in the parent process):
+    quantize's, and evaluate's with the graph optimizations (OnnxFloat.for_evaluation), whose optimizers
+    see the model first too - a few milliseconds more on the benchmark nets. Those bytes are returned
+    too when they are not the file's (external data inlined), so that the parent is not sent a copy of
+    what it holds."""
     from quantcore.importers.onnx import load_source
     from quantcore.passes import prepare
     from quantcore.runtime.onnx_float import OnnxFloat
@@ -90,6 +93,9 @@ def _prepared(source: Source, batch: int, path: Path) -> tuple[Graph, bytes | No
     check_supported(graph, str(path))
     graph = graph.evolve(meta={**graph.meta, "source_name": path.name})
     OnnxFloat(imported.runnable, graph).load()
+    evaluation = OnnxFloat(imported.runnable, graph)
+    evaluation.for_evaluation()
+    evaluation.load()
     return graph, None if imported.runnable == source.data else imported.runnable
 
 

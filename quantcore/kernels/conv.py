@@ -16,6 +16,8 @@ when bound + max |bias| < 2^31, which `finish_s8` skips).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -163,52 +165,36 @@ def accumulator_bound(x: Int8Array, offset: int, w_abs_sums: npt.NDArray[np.int6
 def _conv_accumulate(
     x: Int8Array, weights: Int8Array, groups: int, window: Window, hw: Pair, input_offset: int
 ) -> npt.NDArray[np.int64]:
-    """sum((x + input_offset) * w) per output pixel and channel, grouped, in batch slices."""
+    """sum((x + input_offset) * w) per output pixel and channel, grouped, in batch slices: an im2col matrix
+    product, on onnxruntime's exact integer product where quantcore.kernels.int_gemm runs, else in the
+    float type that holds it exactly (exact_float)."""
     n = x.shape[0]
-    out_ch, kh, kw, group_ch = weights.shape
+    out_ch, group_ch = weights.shape[0], weights.shape[3]
     # (kh*kw*group_ch, out_ch) with rows in im2col order (ky, kx, c).
     w_int = weights.reshape(out_ch, -1).T
-    if int_gemm.wanted(w_int.shape[0]):
-        return _conv_accumulate_int(x, w_int, groups, window, hw, input_offset)
-    dtype = exact_float(x, input_offset, np.abs(w_int.astype(np.int64)).sum(axis=0))
-    per_sample = hw[0] * hw[1] * kh * kw * x.shape[3] * np.dtype(dtype).itemsize
+    k = w_int.shape[0]
+    # The padding is -input_offset in the raw domain, which adds back to zero as in the C.
+    source: npt.NDArray[Any]
+    dtype: type[np.number[Any]]
+    product: Callable[[npt.NDArray[Any], npt.NDArray[Any]], npt.NDArray[Any]]
+    if int_gemm.wanted(k):
+        # x + 128 as uint8, the offset carried by the product's zero point (the raw padding value).
+        zero_point = 128 - input_offset
+        source, fill, offset, dtype, w_cols = int_gemm.to_uint8(x), zero_point, 0, np.uint8, w_int
+        product = functools.partial(int_gemm.product, zero_point=zero_point)
+    else:
+        dtype = exact_float(x, input_offset, np.abs(w_int.astype(np.int64)).sum(axis=0))
+        source, fill, offset, w_cols, product = x, 0, input_offset, w_int.astype(dtype), np.matmul
+    per_sample = hw[0] * hw[1] * k * groups * np.dtype(dtype).itemsize
     step = max(1, _IM2COL_BYTES // max(per_sample, 1))
     out_per_group = out_ch // groups
-    w_cols = w_int.astype(dtype)
     acc = np.empty((n, hw[0], hw[1], out_ch), dtype=np.int64)
     for start in range(0, n, step):
-        # Padding is filled with -input_offset in the raw domain, i.e. 0 once the offset is added.
-        padded = window.pad_shifted(x[start : start + step], hw, 0, input_offset, dtype)
-        for g in range(groups):
-            part = padded[..., g * group_ch : (g + 1) * group_ch]
-            cols = window.im2col(part, hw)
-            o = slice(g * out_per_group, (g + 1) * out_per_group)
-            acc[start : start + step, ..., o] = cols @ w_cols[:, o]
-    return acc
-
-
-def _conv_accumulate_int(
-    x: Int8Array, w_int: Int8Array, groups: int, window: Window, hw: Pair, input_offset: int
-) -> npt.NDArray[np.int64]:
-    """_conv_accumulate on onnxruntime's integer product (quantcore.kernels.int_gemm): the same integers.
-    The input is padded with its raw value -input_offset (x + 128 as uint8: the product's zero point),
-    which adds back to zero as in the C."""
-    n = x.shape[0]
-    k, out_ch = w_int.shape
-    zero_point = 128 - input_offset
-    step = max(1, _IM2COL_BYTES // max(hw[0] * hw[1] * k * groups, 1))
-    group_ch, out_per_group = k // (window.kernel[0] * window.kernel[1]), out_ch // groups
-    columns = [
-        np.ascontiguousarray(w_int[:, g * out_per_group : (g + 1) * out_per_group]) for g in range(groups)
-    ]
-    u = int_gemm.to_uint8(x)
-    acc = np.empty((n, hw[0], hw[1], out_ch), dtype=np.int64)
-    for start in range(0, n, step):
-        padded = window.pad(u[start : start + step], hw, zero_point)
+        padded = window.pad_shifted(source[start : start + step], hw, fill, offset, dtype)
         for g in range(groups):
             cols = window.im2col(padded[..., g * group_ch : (g + 1) * group_ch], hw)
-            products = int_gemm.product(cols.reshape(-1, k), columns[g], zero_point)
             o = slice(g * out_per_group, (g + 1) * out_per_group)
+            products = product(cols.reshape(-1, k), w_cols[:, o])
             acc[start : start + step, ..., o] = products.reshape(*cols.shape[:3], out_per_group)
     return acc
 

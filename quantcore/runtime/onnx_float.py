@@ -51,14 +51,14 @@ REUSE_BYTES = 128 * 2**20
 
 
 UNSAFE_OPTIMIZERS = ["ConstantFolding"]
-"""onnxruntime's graph optimizers not run (the module docstring): constant folding would compute at
-session creation whatever constant subgraph a (hostile) model holds."""
+"""onnxruntime's graph optimizers an optimized session leaves out (the module docstring): constant
+folding would compute at session creation whatever constant subgraph a (hostile) model holds."""
 
 
-def session_options(threads: int, optimized: bool) -> Any:
-    """onnxruntime's options for the float model's session: `threads` intra-op threads (0 for its own
-    choice), graph optimizations on or off (the module docstring; when on, InferenceSession is also to
-    get disabled_optimizers=UNSAFE_OPTIMIZERS)."""
+def inference_session(model: bytes, threads: int, optimized: bool, dump: str | None = None) -> Any:
+    """An onnxruntime session of `model`, as the float model runs it: `threads` intra-op threads (0 for
+    its own choice), the graph optimizations on or off (the module docstring); onnxruntime's exceptions
+    pass through. `dump`, when given, is where onnxruntime writes the model it will run (optimized)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -71,7 +71,14 @@ def session_options(threads: int, optimized: bool) -> Any:
     # 6-10 -> 3-5 s wall; quantize's calibration pass over 100 images: 0.13 -> 0.07 s CPU.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.intra_op_num_threads = threads
-    return options
+    if dump is not None:
+        options.optimized_model_filepath = dump
+    return ort.InferenceSession(
+        model,
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=UNSAFE_OPTIMIZERS if optimized else None,
+    )
 
 
 class _Session(NamedTuple):
@@ -124,7 +131,6 @@ class OnnxFloat:
     @functools.cached_property
     def _session(self) -> _Session:
         import onnx
-        import onnxruntime as ort
 
         proto = onnx.load_from_string(self.source)
         _sequence_first_lstms(proto.graph)
@@ -136,14 +142,8 @@ class OnnxFloat:
         for name in wanted:
             if name not in existing:
                 proto.graph.output.append(onnx.helper.make_empty_tensor_value_info(name))
-        options = session_options(self._threads, self._optimized)
         try:
-            session = ort.InferenceSession(
-                proto.SerializeToString(),
-                options,
-                providers=["CPUExecutionProvider"],
-                disabled_optimizers=UNSAFE_OPTIMIZERS if self._optimized else None,
-            )
+            session = inference_session(proto.SerializeToString(), self._threads, self._optimized)
         except Exception as exc:  # onnxruntime raises its own exception types
             raise ModelError(self._name(), f"onnxruntime cannot load the model: {said(exc)}") from exc
         inputs = session.get_inputs()

@@ -84,16 +84,10 @@ def test_a_constant_subgraph_is_not_computed_when_the_session_is_made(tmp_path: 
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])],
         inits,
     )
-    options = onnx_float.session_options(1, optimized=True)
-    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    session = ort.InferenceSession(
-        model.SerializeToString(),
-        options,
-        providers=["CPUExecutionProvider"],
-        disabled_optimizers=onnx_float.UNSAFE_OPTIMIZERS,
-    )
-    optimized = onnx.load(tmp_path / "optimized.onnx")
+    dump = tmp_path / "optimized.onnx"
+    session = onnx_float.inference_session(model.SerializeToString(), 1, optimized=True, dump=str(dump))
+    optimized = onnx.load(dump)
     assert "constant_add" in {n.name for n in optimized.graph.node}
     assert "relu" not in {n.name for n in optimized.graph.node}  # fused into the convolution
     y = session.run(None, {"x": np.ones((1, 1, 8, 8), np.float32)})[0]
