@@ -11,7 +11,10 @@ range changes nothing, so wrapping always gives the same integers. requantize_in
 are rearrangements of `requantize` for the same values (their docstrings), so this loop matches them
 too. numba's int64 arithmetic is two's complement like numpy's, `>>` on a signed integer is arithmetic,
 and the int8 cast keeps the low bits (as astype does): tests/kernels/test_compiled.py holds both paths
-to the same bytes. Imported only by finish_s8, when quantcore.kernels.jit says so (it loads numba).
+to the same bytes. The loops themselves are in quantcore.kernels.numba_loops; LOOPS names them and their
+argument types, under which quantcore.kernels.jit builds them ahead of time (or, where it cannot,
+compiles them with numba in the process). Imported by finish_s8 and depthwise_accumulate, when
+quantcore.kernels.jit says so.
 """
 
 from __future__ import annotations
@@ -22,92 +25,23 @@ import numpy as np
 import numpy.typing as npt
 
 from quantcore.kernels import jit
-
-_nb = jit.numba()
-_CACHE = jit.caching()
+from quantcore.kernels.jit import Array, Export
 
 _ROW = 32  # values in a row of the finish loop at least (finish_rows)
-_INT32_SPAN = 1 << 32
-_INT32_BIAS = 1 << 31
 
-
-def _wrap32_int(value: int) -> int:
-    return ((value + _INT32_BIAS) & (_INT32_SPAN - 1)) - _INT32_BIAS
-
-
-def _finish_rows(
-    acc: npt.NDArray[np.int64],
-    constants: npt.NDArray[np.int64],
-    single: bool,
-    output_offset: int,
-    act_min: int,
-    act_max: int,
-    out: npt.NDArray[np.int8],
-) -> None:
-    """acc (rows, channels) -> out (rows, channels) int8, one row at a time. `constants` holds a row per
-    constant and a column per channel (see finish_rows); the loop has no branch on a channel's shift (a
-    left shift by 0 and a right shift by 0 with a 0 nudge change nothing), so LLVM vectorizes it."""
-    rows, channels = acc.shape
-    bias, multiplier, left, right = constants[0], constants[1], constants[2], constants[3]
-    nudge, rounds, single_shift = constants[4], constants[5], constants[6]
-    for r in range(rows):
-        for c in range(channels):
-            v = _wrap(acc[r, c] + bias[c])
-            if single:
-                x = _wrap((((v * multiplier[c]) >> single_shift[c]) + 1) >> 1)
-            else:
-                v = _wrap(v << left[c])
-                x = (v * multiplier[c] + (1 << 30)) >> 31
-                # the midpoint away from zero: one less nudge for a negative x where there is a shift
-                x = (x + nudge[c] + ((x >> 63) & rounds[c])) >> right[c]
-            out[r, c] = min(max(_wrap(x + output_offset), act_min), act_max)
-
-
-_wrap = _nb.njit(cache=_CACHE, inline="always")(_wrap32_int)
-_finish_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_finish_rows)
-
-
-def _depthwise(
-    x: npt.NDArray[np.int8],
-    weights: npt.NDArray[np.int8],
-    geometry: npt.NDArray[np.int64],
-    input_offset: int,
-    acc: npt.NDArray[np.int64],
-) -> None:
-    """acc[n, oy, ox, c*ch_mult + m] = wrap32(sum over the taps inside the input of
-    (x[n, iy, ix, c] + input_offset) * weights[ky, kx, c*ch_mult + m]); `geometry` is
-    (stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, ch_mult)."""
-    batch, height, width, channels = x.shape
-    kh, kw, _ = weights.shape
-    _, out_h, out_w, _ = acc.shape
-    sh, sw, ph, pw, dh, dw, ch_mult = geometry
-    for n in range(batch):
-        for oy in range(out_h):
-            for ox in range(out_w):
-                row = acc[n, oy, ox]
-                row[:] = 0
-                for ky in range(kh):
-                    iy = oy * sh - ph + ky * dh
-                    if iy < 0 or iy >= height:
-                        continue  # padding: (fill + offset) * w = 0
-                    for kx in range(kw):
-                        ix = ox * sw - pw + kx * dw
-                        if ix < 0 or ix >= width:
-                            continue
-                        pixel, tap = x[n, iy, ix], weights[ky, kx]
-                        if ch_mult == 1:
-                            for c in range(channels):
-                                row[c] += (np.int64(pixel[c]) + input_offset) * np.int64(tap[c])
-                        else:
-                            for c in range(channels):
-                                value = np.int64(pixel[c]) + input_offset
-                                for m in range(ch_mult):
-                                    row[c * ch_mult + m] += value * np.int64(tap[c * ch_mult + m])
-                for o in range(row.size):
-                    row[o] = _wrap(row[o])
-
-
-_depthwise_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_depthwise)
+LOOPS = jit.Loops(
+    "quantcore.kernels.numba_loops",
+    (
+        Export(
+            "finish_rows",
+            (Array("int64", 2), Array("int64", 2), "boolean", "int64", "int64", "int64", Array("int8", 2)),
+        ),
+        Export(
+            "depthwise",
+            (Array("int8", 4), Array("int8", 3), Array("int64", 1), "int64", Array("int64", 4)),
+        ),
+    ),
+)
 
 
 def depthwise_accumulate(
@@ -124,7 +58,7 @@ def depthwise_accumulate(
     (sh, sw), (ph, pw), (dh, dw) = geometry
     acc = np.empty((x.shape[0], hw[0], hw[1], weights.shape[2]), dtype=np.int64)
     numbers = np.array([sh, sw, ph, pw, dh, dw, ch_mult], dtype=np.int64)
-    _depthwise_compiled(
+    jit.functions(LOOPS).depthwise(
         np.ascontiguousarray(x), np.ascontiguousarray(weights), numbers, int(input_offset), acc
     )
     return acc
@@ -155,6 +89,7 @@ def finish_rows(
         ]
     )
     rows = np.ascontiguousarray(rows)
+    finish = jit.functions(LOOPS).finish_rows
     out = np.empty(rows.shape, dtype=np.int8)
     limits = (int(output_offset), int(clamp[0]), int(clamp[1]))
     # Few channels make a short inner loop (6 channels: 5.8 ns a value against 0.45 from 16 up): whole
@@ -163,8 +98,8 @@ def finish_rows(
     whole = len(rows) // widen * widen if widen > 1 else 0
     if whole:
         wide = (whole // widen, widen * channels)
-        _finish_compiled(
+        finish(
             rows[:whole].reshape(wide), np.tile(constants, widen), single, *limits, out[:whole].reshape(wide)
         )
-    _finish_compiled(rows[whole:], constants, single, *limits, out[whole:])
+    finish(rows[whole:], constants, single, *limits, out[whole:])
     return out

@@ -10,7 +10,8 @@ Layouts: q C-contiguous with its channels last (the int8 executor's NHWC) and f 
 order (C-contiguous) or channels first (onnxruntime's NCHW seen as NHWC: a transposed view, never copied).
 The loop walks f in memory order, (sample, channel) row by row, reading q at the same element (a stride
 of one channel count): no copy of either side, and the per-channel scale is one number per row.
-Other layouts (gaps, negative strides, q not C-contiguous) return None: the caller keeps numpy's path.
+Other layouts (gaps, negative strides, q not C-contiguous) and other types than float32 or float64 with
+int8 or int16 return None: the caller keeps numpy's path.
 
 Summation order, fixed (the same bits on every run and any machine with IEEE float64): within a row two
 accumulators take the even and the odd elements, the row's total is their sum, and the rows' totals are
@@ -27,71 +28,28 @@ import math
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from quantcore.kernels import jit
+from quantcore.kernels.jit import Array, Export
 
-_nb = jit.numba()
-_CACHE = jit.caching()
+SUMS = jit.Loops(
+    "quantcore.verify.numba_sums",
+    tuple(
+        Export(
+            f"rows_{f}_{q}",
+            (Array(f, 3, contiguous=False), Array(q, 3), "float64", Array("float64", 1)),
+            returns="UniTuple(float64, 6)",
+            function="rows",
+        )
+        for f in ("float32", "float64")
+        for q in ("int8", "int16")
+    ),
+)
+"""The loop built for the references' float types and the executor's integer types; f is read with its
+strides (a transposed view of onnxruntime's NCHW), q in C order."""
 
 Sums = tuple[tuple[float, float, float, float], float, float]
 """(sum f f, sum e e, sum f d, sum d d), max |e|, max |f|."""
-
-
-def _rows(
-    f: npt.NDArray[np.floating[Any]],
-    q: npt.NDArray[np.number[Any]],
-    zero_point: float,
-    scales: npt.NDArray[np.float64],
-) -> tuple[float, float, float, float, float, float]:
-    """The sums and maxima over f (A, C, P) and q (A, P, C) (f[a, c, p] pairs with q[a, p, c]), scale
-    scales[c] (or scales[0] for all): rows (a, c) in order, two accumulators per row (module docstring)."""
-    rows_a, channels, length = f.shape
-    per_channel = scales.size != 1
-    ff = ee = fd = dd = 0.0
-    max_e = max_f = 0.0
-    for a in range(rows_a):
-        for c in range(channels):
-            s = scales[c] if per_channel else scales[0]
-            ff0 = ee0 = fd0 = dd0 = 0.0
-            ff1 = ee1 = fd1 = dd1 = 0.0
-            p = 0
-            while p + 1 < length:
-                f0 = np.float64(f[a, c, p])
-                d0 = (np.float64(q[a, p, c]) - zero_point) * s
-                e0 = f0 - d0
-                f1 = np.float64(f[a, c, p + 1])
-                d1 = (np.float64(q[a, p + 1, c]) - zero_point) * s
-                e1 = f1 - d1
-                ff0 += f0 * f0
-                ee0 += e0 * e0
-                fd0 += f0 * d0
-                dd0 += d0 * d0
-                ff1 += f1 * f1
-                ee1 += e1 * e1
-                fd1 += f1 * d1
-                dd1 += d1 * d1
-                max_e = max(max_e, abs(e0), abs(e1))
-                max_f = max(max_f, abs(f0), abs(f1))
-                p += 2
-            if p < length:
-                f0 = np.float64(f[a, c, p])
-                d0 = (np.float64(q[a, p, c]) - zero_point) * s
-                e0 = f0 - d0
-                ff0 += f0 * f0
-                ee0 += e0 * e0
-                fd0 += f0 * d0
-                dd0 += d0 * d0
-                max_e = max(max_e, abs(e0))
-                max_f = max(max_f, abs(f0))
-            ff += ff0 + ff1
-            ee += ee0 + ee1
-            fd += fd0 + fd1
-            dd += dd0 + dd1
-    return ff, ee, fd, dd, max_e, max_f
-
-
-_rows_compiled: Any = _nb.njit(cache=_CACHE, nogil=True)(_rows)
 
 
 def sums(
@@ -106,8 +64,7 @@ def sums(
     scales = np.asarray(scale, dtype=np.float64).reshape(-1)
     if (
         reference.dtype not in (np.float32, np.float64)
-        or q.dtype.kind not in "iu"
-        or q.dtype.itemsize > 4
+        or q.dtype not in (np.int8, np.int16)
         or reference.shape != q.shape
         or reference.size == 0
         or not q.flags.c_contiguous
@@ -118,7 +75,8 @@ def sums(
     if arranged is None:
         return None
     f, values = arranged
-    ff, ee, fd, dd, max_e, max_f = _rows_compiled(f, values, float(zero_point), scales)
+    loop = getattr(jit.functions(SUMS), f"rows_{f.dtype}_{values.dtype}")
+    ff, ee, fd, dd, max_e, max_f = loop(f, values, float(zero_point), scales)
     # NaN compares false in max(): a NaN reference leaves its maximum alone but makes sum f f NaN, which
     # the caller looks for (and then refuses the batch on numpy's path)
     return (0.0 + ff, 0.0 + ee, 0.0 + fd, 0.0 + dd), max_e, max_f
