@@ -32,9 +32,13 @@ _ROW = 32  # values in a row of the finish loop at least (finish_rows)
 LOOPS = jit.Loops(
     "quantcore.kernels.numba_loops",
     (
-        Export(
-            "finish_rows",
-            (Array("int64", 2), Array("int64", 2), "boolean", "int64", "int64", "int64", Array("int8", 2)),
+        *(
+            Export(
+                f"finish_rows_{sums}",
+                (Array(sums, 2), Array("int64", 2), "boolean", "int64", "int64", "int64", Array("int8", 2)),
+                function="finish_rows",
+            )
+            for sums in ("int64", "int32")  # any accumulator; int_gemm's int32 sums as they come
         ),
         Export(
             "depthwise",
@@ -65,7 +69,7 @@ def depthwise_accumulate(
 
 
 def finish_rows(
-    rows: npt.NDArray[np.int64],
+    rows: npt.NDArray[np.int64] | npt.NDArray[np.int32],
     bias: npt.NDArray[np.integer[Any]] | None,
     multiplier: npt.NDArray[np.integer[Any]],
     shift: npt.NDArray[np.integer[Any]],
@@ -73,7 +77,8 @@ def finish_rows(
     output_offset: int,
     clamp: tuple[int, int],
 ) -> npt.NDArray[np.int8]:
-    """finish_s8 over accumulators laid out (rows, channels): the int8 result, (rows, channels)."""
+    """finish_s8 over accumulators (int64 or int32) laid out (rows, channels): the int8 result, (rows,
+    channels)."""
     channels = rows.shape[1]
     shift = shift.astype(np.int64)
     right = np.maximum(-shift, 0)
@@ -88,18 +93,18 @@ def finish_rows(
             30 - shift,  # single rounding: (v M) >> (31 - shift - 1), then (x + 1) >> 1
         ]
     )
-    rows = np.ascontiguousarray(rows)
-    finish = jit.functions(LOOPS).finish_rows
-    out = np.empty(rows.shape, dtype=np.int8)
+    sums: npt.NDArray[Any] = np.ascontiguousarray(rows)
+    finish = getattr(jit.functions(LOOPS), f"finish_rows_{sums.dtype}")
+    out = np.empty(sums.shape, dtype=np.int8)
     limits = (int(output_offset), int(clamp[0]), int(clamp[1]))
     # Few channels make a short inner loop (6 channels: 5.8 ns a value against 0.45 from 16 up): whole
     # groups of `widen` rows run as one row of at least _ROW values, the constants tiled to match.
     widen = max(1, -(-_ROW // max(channels, 1)))
-    whole = len(rows) // widen * widen if widen > 1 else 0
+    whole = len(sums) // widen * widen if widen > 1 else 0
     if whole:
         wide = (whole // widen, widen * channels)
         finish(
-            rows[:whole].reshape(wide), np.tile(constants, widen), single, *limits, out[:whole].reshape(wide)
+            sums[:whole].reshape(wide), np.tile(constants, widen), single, *limits, out[:whole].reshape(wide)
         )
-    finish(rows[whole:], constants, single, *limits, out[whole:])
+    finish(sums[whole:], constants, single, *limits, out[whole:])
     return out

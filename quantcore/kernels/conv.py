@@ -164,10 +164,11 @@ def accumulator_bound(x: Int8Array, offset: int, w_abs_sums: npt.NDArray[np.int6
 
 def _conv_accumulate(
     x: Int8Array, weights: Int8Array, groups: int, window: Window, hw: Pair, input_offset: int
-) -> npt.NDArray[np.int64]:
+) -> npt.NDArray[np.int64] | npt.NDArray[np.int32]:
     """sum((x + input_offset) * w) per output pixel and channel, grouped, in batch slices: an im2col matrix
-    product, on onnxruntime's exact integer product where quantcore.kernels.int_gemm runs, else in the
-    float type that holds it exactly (exact_float)."""
+    product, on onnxruntime's exact integer product where quantcore.kernels.int_gemm runs (its int32 sums,
+    kept as they come: no term count it takes can leave int32), else in the float type that holds it
+    exactly (exact_float), as int64."""
     n = x.shape[0]
     out_ch, group_ch = weights.shape[0], weights.shape[3]
     # (kh*kw*group_ch, out_ch) with rows in im2col order (ky, kx, c).
@@ -182,21 +183,27 @@ def _conv_accumulate(
         zero_point = 128 - input_offset
         source, fill, offset, dtype, w_cols = int_gemm.to_uint8(x), zero_point, 0, np.uint8, w_int
         product = functools.partial(int_gemm.product, zero_point=zero_point)
+        sums: type[np.signedinteger[Any]] = np.int32
     else:
         dtype = exact_float(x, input_offset, np.abs(w_int.astype(np.int64)).sum(axis=0))
         source, fill, offset, w_cols, product = x, 0, input_offset, w_int.astype(dtype), np.matmul
+        sums = np.int64
     per_sample = hw[0] * hw[1] * k * groups * np.dtype(dtype).itemsize
     step = max(1, _IM2COL_BYTES // max(per_sample, 1))
     out_per_group = out_ch // groups
-    acc = np.empty((n, hw[0], hw[1], out_ch), dtype=np.int64)
+    acc = None
     for start in range(0, n, step):
         padded = window.pad_shifted(source[start : start + step], hw, fill, offset, dtype)
         for g in range(groups):
             cols = window.im2col(padded[..., g * group_ch : (g + 1) * group_ch], hw)
             o = slice(g * out_per_group, (g + 1) * out_per_group)
-            products = product(cols.reshape(-1, k), w_cols[:, o])
-            acc[start : start + step, ..., o] = products.reshape(*cols.shape[:3], out_per_group)
-    return acc
+            products = product(cols.reshape(-1, k), w_cols[:, o]).reshape(*cols.shape[:3], out_per_group)
+            if acc is None and step >= n and groups == 1 and products.dtype == sums:
+                return products  # the whole result at once: no copy
+            if acc is None:
+                acc = np.empty((n, hw[0], hw[1], out_ch), dtype=sums)
+            acc[start : start + step, ..., o] = products
+    return np.empty((n, hw[0], hw[1], out_ch), dtype=sums) if acc is None else acc
 
 
 def depthwise_accumulate(
@@ -209,7 +216,7 @@ def depthwise_accumulate(
     compiled loop computes the same integers (quantcore.kernels.compiled); what follows is the reference.
     """
     if jit.enabled() and x.size:
-        from quantcore.kernels import compiled  # loads numba: only here (quantcore.kernels.jit)
+        from quantcore.kernels import compiled  # the compiled loops: only here (quantcore.kernels.jit)
 
         geometry = (window.stride, window.padding, window.dilation)
         return compiled.depthwise_accumulate(x, weights, ch_mult, geometry, hw, input_offset)
@@ -244,7 +251,7 @@ def depthwise_accumulate(
 
 
 def finish_s8(
-    acc: npt.NDArray[np.int64],
+    acc: npt.NDArray[np.int64] | npt.NDArray[np.int32],
     quant: tuple[np.ndarray[Any, Any] | None, np.ndarray[Any, Any], np.ndarray[Any, Any]],
     output_offset: int,
     clamp: Pair,
@@ -255,18 +262,20 @@ def finish_s8(
 
     Every step is per element, so it runs on slices of about _FINISH_ELEMENTS values that stay in the
     CPU's cache across the dozen passes, instead of a dozen passes over the whole batch through memory.
-    `acc` is the caller's scratch, overwritten. `bound`, when the caller knows one, is the largest |acc|
+    `acc` (int64, or int32 sums that hold the C accumulator exactly) is the caller's scratch, overwritten.
+    `bound`, when the caller knows one, is the largest |acc|
     before the bias (accumulator_bound): with the bias it proves the int32 wrap a no-op, without the two
     passes that look. With the compiled loops on (quantcore.kernels.jit), one compiled pass computes the
     same bytes (quantcore.kernels.compiled); what follows is the numpy reference."""
     bias, multiplier, shift = quant
     if jit.enabled() and acc.size:
-        from quantcore.kernels import compiled  # loads numba: only here (quantcore.kernels.jit)
+        from quantcore.kernels import compiled  # the compiled loops: only here (quantcore.kernels.jit)
 
         rows = acc.reshape(-1, acc.shape[-1] if acc.ndim else 1)
         single = rounding is Rounding.SINGLE
         result = compiled.finish_rows(rows, bias, multiplier, shift, single, output_offset, clamp)
         return result.reshape(acc.shape)
+    acc = acc.astype(np.int64, copy=False)  # the passes below add the bias in place
     wide_bias = None if bias is None else bias.astype(np.int64)
     largest_bias = 0 if wide_bias is None else int(np.abs(wide_bias).max(initial=0))
     fits = bound is not None and bound + largest_bias <= INT32_MAX

@@ -108,6 +108,20 @@ def test_negative_and_small_multipliers_and_odd_clamps(
             np.testing.assert_array_equal(compiled, reference)
 
 
+@pytest.mark.parametrize("rounding", list(Rounding))
+def test_int32_accumulators(monkeypatch: pytest.MonkeyPatch, rounding: Rounding) -> None:
+    """int_gemm's int32 sums go to the loop as they come (its int32 build): the same bytes as the numpy
+    path's, int32's ends and a bias that wraps the sum included."""
+    rng = np.random.default_rng(13)
+    shifts = np.arange(-31, 31)
+    acc = _acc(rng, (50, len(shifts)), 2**31 - 1).astype(np.int32)
+    for bias in (True, False):
+        quant = _quant(rng, len(shifts), shifts, bias)
+        for offset, clamp in [(-128, (-128, 127)), (2**31 - 1, (-(2**31), 2**31 - 1))]:
+            compiled, reference = _both(monkeypatch, acc, quant, offset, clamp, rounding)
+            np.testing.assert_array_equal(compiled, reference)
+
+
 def test_the_loops_run_only_where_asked_and_not_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(jit.SWITCH, "all")
     assert jit.enabled()  # everywhere: the suites run through the loops
