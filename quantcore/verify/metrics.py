@@ -247,6 +247,16 @@ class ClassificationAccumulator:
             self.correct_float += _top1_hits(f, classes, labels)
             self.correct_int8 += _top1_hits(q, classes, labels)
 
+    def merge(self, other: ClassificationAccumulator) -> None:
+        """Fold in the counts of other samples (another part of the data, counted elsewhere)."""
+        if other.samples and self.samples and (other.labelled == 0) != (self.labelled == 0):
+            raise MetricsError("labels", "given for some batches but not others; give them for all or none")
+        self.samples += other.samples
+        self.agreeing += other.agreeing
+        self.labelled += other.labelled
+        self.correct_float += other.correct_float
+        self.correct_int8 += other.correct_int8
+
     @property
     def agreement(self) -> float:
         if self.samples == 0:
