@@ -47,12 +47,14 @@ busy while the int8 kernels run the next part, few enough to hold memory to a fe
 that, the int8 thread measures parts itself rather than wait (_Beside)."""
 
 
-COMPILED_LOOPS_FROM = 6 * 10**7
+COMPILED_LOOPS_FROM = 10**7
 """Activation values (samples times the computed layers' values per sample) from which evaluate runs the
 accelerated paths (quantcore.kernels.jit's compiled loops, int_gemm's integer product): they save 2-7 ns
-a value and cost a process about 0.4 s to load (numba). Measured over 10,000 images: lenet5 (8e7 values)
-1.60 -> 1.40 s with them, convbn (2.7e8) 2.3 -> 1.95 s; below about 6e7 the load costs more than they
-save."""
+a value, and cost a process a few milliseconds (importing the built loops, int_gemm's session and probe;
+the first process on a machine builds the loops, about 8 s once). Break-even, measured as whole
+`fixpoint evaluate` processes (fastest of three): lenet5 on 1,000 images (8.1e6 values) 0.71 -> 0.69 s
+with them, dscnn on 500 (2.2e7) 1.18 -> 1.14 s; from 2.7e8 values (convbn, 10,000 images) they save a
+third or more. While the loops came from numba's JIT (0.4 s a process to load) this was 6e7."""
 
 
 def worth_compiling(qgraph: Graph, layers: list[Node], samples: int) -> bool:
