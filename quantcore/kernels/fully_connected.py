@@ -5,6 +5,8 @@ and a weight offset (fc_params.filter_offset, for weights with a zero point) is 
     acc = bias[o] + sum((x + input_offset) * (w + filter_offset))
 The product is a float32 or float64 matrix product, exact for the same reason as in conv.py (exact_float):
 with offsets up to OFFSET_RANGE a partial sum is below 2^15 * 2^15 * K, exact in float64 for K < 2^23.
+Where quantcore.kernels.int_gemm runs (evaluate's batches), a layer without a weight offset takes its exact
+int32 product instead, finished by conv.finish_s8 (the same arithmetic; tests/kernels/test_int_gemm.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from quantcore.kernels import int_gemm
 from quantcore.kernels._int import (
     INT8_MAX,
     INT8_MIN,
@@ -24,7 +27,7 @@ from quantcore.kernels._int import (
     Args,
     wrap32,
 )
-from quantcore.kernels.conv import clamp_offset_s8, exact_float
+from quantcore.kernels.conv import clamp_offset_s8, exact_float, finish_s8
 from quantcore.kernels.requantize import Rounding, requantize_int32
 
 Int8Array = npt.NDArray[np.int8]
@@ -67,6 +70,11 @@ def fully_connected_s8(
     lo, hi = args.activation(act_min, act_max)
 
     flat = x.reshape(x.shape[0], depth)
+    zero_point = 128 - in_off  # x + 128 as uint8 against it: x + in_off (quantcore.kernels.int_gemm)
+    if w_off == 0 and 0 <= zero_point <= 255 and int_gemm.wanted(depth):
+        sums = int_gemm.product(int_gemm.to_uint8(flat), weights.T, zero_point=zero_point)
+        quant = (bias, np.broadcast_to(mult, (out_ch,)), np.broadcast_to(shft, (out_ch,)))
+        return finish_s8(sums, quant, out_off, (lo, hi), rounding)
     rhs_int = weights.T.astype(np.int64) + w_off
     dtype = exact_float(flat, in_off, np.abs(rhs_int).sum(axis=0))
     lhs = flat.astype(dtype)

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from quantcore.kernels import conv, int_gemm, jit
+from quantcore.kernels.fully_connected import fully_connected_s8
+from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.window import Window
 
 pytestmark = pytest.mark.skipif(int_gemm._session() is None, reason="this machine's MLAS is not exact")
@@ -109,3 +111,42 @@ def test_the_probe_refuses_a_product_that_saturates_pair_sums() -> None:
 
     assert not int_gemm._exact_here(Saturating())
     assert int_gemm._exact_here(int_gemm._session())
+
+
+@pytest.mark.parametrize("rounding", list(Rounding))
+@pytest.mark.parametrize("per_channel", [True, False])
+@pytest.mark.parametrize("input_offset", [-127, 128, 0, 7])
+def test_fully_connected_layers_give_the_float_products_bytes(
+    monkeypatch: pytest.MonkeyPatch, rounding: Rounding, per_channel: bool, input_offset: int
+) -> None:
+    """arm_fully_connected_(per_channel_)s8 on the integer product (no weight offset) and on the float
+    product: the same bytes, with inputs and weights at their ends, a bias up to 2^16, and shifts that
+    spread the outputs over the int8 range (one channel's a left shift)."""
+    rng = np.random.default_rng(input_offset + 128 + 300 * per_channel)
+    depth, out_ch = 400, 24
+    x = rng.integers(-128, 128, (37, 5, 5, 16)).astype(np.int8)
+    x[0], x[1] = -128, 127
+    w = rng.integers(-128, 128, (out_ch, depth)).astype(np.int8)
+    w[0], w[1] = -128, 127
+    bias = rng.integers(-(2**16), 2**16, out_ch).astype(np.int32)
+    if per_channel:
+        shifts = rng.integers(-12, -8, out_ch)
+        shifts[2] = 2
+        quant: dict[str, Any] = {
+            "multiplier": rng.integers(2**30, 2**31 - 1, out_ch).astype(np.int32),
+            "shift": shifts.astype(np.int32),
+        }
+    else:
+        quant = {"multiplier": 1_518_500_250, "shift": -10}
+    outs = []
+    for switch in ("all", "0"):
+        monkeypatch.setenv(jit.SWITCH, switch)
+        assert int_gemm.wanted(depth) == (switch == "all")
+        outs.append(
+            fully_connected_s8(
+                x, w, bias, input_offset=input_offset, output_offset=-5, rounding=rounding, **quant
+            )
+        )
+    assert outs[0].dtype == np.int8 and outs[0].shape == (37, out_ch)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert len(np.unique(outs[0])) > 50  # the requantized values spread over the range, not one clamp
