@@ -44,6 +44,10 @@ LOOPS = jit.Loops(
             "depthwise",
             (Array("int8", 4), Array("int8", 3), Array("int64", 1), "int64", Array("int64", 4)),
         ),
+        Export(
+            "average_pool",
+            (Array("int8", 4), Array("int64", 1), "int64", "int64", Array("int64", 1), Array("int8", 4)),
+        ),
     ),
 )
 
@@ -107,4 +111,21 @@ def finish_rows(
             sums[:whole].reshape(wide), np.tile(constants, widen), single, *limits, out[:whole].reshape(wide)
         )
     finish(sums[whole:], constants, single, *limits, out[whole:])
+    return out
+
+
+def average_pool_s8(
+    x: npt.NDArray[np.int8],
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    hw: tuple[int, int],
+    act: tuple[int, int],
+) -> npt.NDArray[np.int8]:
+    """arm_avgpool_s8's bytes (a call pooling.py has checked) in one pass."""
+    x = np.ascontiguousarray(x)
+    geometry = np.array([*kernel, *stride, *padding], dtype=np.int64)
+    out = np.empty((x.shape[0], hw[0], hw[1], x.shape[3]), dtype=np.int8)
+    scratch = np.empty(x.shape[3], dtype=np.int64)
+    jit.functions(LOOPS).average_pool(x, geometry, act[0], act[1], scratch, out)
     return out

@@ -98,3 +98,46 @@ def _depthwise(
 
 
 depthwise = _nb.njit(cache=_CACHE, nogil=True)(_depthwise)
+
+
+def _average_pool(
+    x: npt.NDArray[np.int8],
+    geometry: npt.NDArray[np.int64],
+    act_min: int,
+    act_max: int,
+    sums: npt.NDArray[np.int64],
+    out: npt.NDArray[np.int8],
+) -> None:
+    """out[n, oy, ox, c] = clamp(the window's sum over its taps inside the input, divided by their count
+    as arm_avgpool_s8's C does: the midpoint away from zero), narrowed to int8 as astype does; geometry
+    (kh, kw, stride_h, stride_w, pad_h, pad_w); sums: a (C,) scratch. A window holds an input pixel
+    (pooling.py checks)."""
+    batch, height, width, channels = x.shape
+    _, out_h, out_w, _ = out.shape
+    kh, kw, sh, sw, ph, pw = geometry[0], geometry[1], geometry[2], geometry[3], geometry[4], geometry[5]
+    for n in range(batch):
+        for oy in range(out_h):
+            for ox in range(out_w):
+                sums[:] = 0
+                count = 0
+                for ky in range(kh):
+                    iy = oy * sh - ph + ky
+                    if iy < 0 or iy >= height:
+                        continue
+                    for kx in range(kw):
+                        ix = ox * sw - pw + kx
+                        if ix < 0 or ix >= width:
+                            continue
+                        count += 1
+                        pixel = x[n, iy, ix]
+                        for c in range(channels):
+                            sums[c] += pixel[c]
+                half = count // 2
+                row = out[n, oy, ox]
+                for c in range(channels):
+                    total = sums[c]
+                    value = (total + half) // count if total > 0 else -((half - total) // count)
+                    row[c] = min(max(value, act_min), act_max)
+
+
+average_pool = _nb.njit(cache=_CACHE, nogil=True)(_average_pool)

@@ -1,5 +1,5 @@
-"""The compiled finish_s8 and depthwise_accumulate (quantcore.kernels.compiled) compute exactly what the
-numpy reference does.
+"""The compiled finish_s8, depthwise_accumulate and arm_avgpool_s8 (quantcore.kernels.compiled) compute
+exactly what the numpy reference does.
 
 Both paths run in one process: FIXPOINT_JIT=0 selects the numpy one (quantcore.kernels.jit). The inputs
 cover what the arithmetic can meet: accumulators at INT32_MIN/MAX and beyond int32 (the C's wrap),
@@ -21,6 +21,7 @@ import pytest
 
 from quantcore.kernels import conv, jit
 from quantcore.kernels._int import INT32_MAX, INT32_MIN
+from quantcore.kernels.pooling import avgpool_s8
 from quantcore.kernels.requantize import Rounding
 from quantcore.kernels.window import Window
 
@@ -215,3 +216,42 @@ def _ints8(rng: np.random.Generator, shape: tuple[int, ...]) -> Array:
     values = np.asarray(rng.integers(-128, 128, shape), dtype=np.int8)
     values.reshape(-1)[:2] = [-128, 127]
     return values
+
+
+@pytest.mark.parametrize(
+    ("size", "kernel", "stride", "padding", "output_hw"),
+    [
+        ((28, 28), (2, 2), (2, 2), (0, 0), None),  # the benchmark nets' pools
+        ((7, 7), (7, 7), (1, 1), (0, 0), None),  # a global average pool
+        ((9, 7), (3, 2), (2, 3), (1, 1), None),  # windows over the padding on both sides
+        ((5, 6), (3, 3), (1, 1), (1, 1), (5, 6)),  # "same": the last windows past the far edge
+        ((4, 4), (3, 3), (2, 2), (2, 0), (3, 1)),  # a first window of one row
+        ((1, 1), (1, 1), (1, 1), (0, 0), None),
+    ],
+)
+def test_average_pool_compiled_and_numpy_give_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+    size: Pair,
+    kernel: Pair,
+    stride: Pair,
+    padding: Pair,
+    output_hw: Pair | None,
+) -> None:
+    """arm_avgpool_s8 in one compiled pass and on numpy's: extreme pixels, midpoints of both signs, clamps
+    inside, crossed, and wider than int8, where the C's cast keeps the low bits."""
+    rng = np.random.default_rng(sum(size) + 10 * kernel[0])
+    x = rng.integers(-128, 128, (11, *size, 5)).astype(np.int8)
+    x[0], x[1], x[2, ..., 0] = -128, 127, -3  # all the least, all the most, a channel of -3s
+    clamps = [(-128, 127), (-20, 90), (30, -30), (-1000, 1000), (-(2**31), 2**31 - 1)]
+    for act_min, act_max in clamps:
+        outs = []
+        for switch in ("all", "0"):
+            monkeypatch.setenv(jit.SWITCH, switch)
+            outs.append(
+                avgpool_s8(
+                    x, kernel=kernel, stride=stride, padding=padding, act_min=act_min, act_max=act_max,
+                    output_hw=output_hw,
+                )
+            )  # fmt: skip
+        assert outs[0].dtype == np.int8
+        np.testing.assert_array_equal(outs[0], outs[1])
