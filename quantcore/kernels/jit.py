@@ -40,6 +40,7 @@ against its declared type: a caller's mistake is a TypeError, never a crash.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -259,15 +260,17 @@ def _build(loops: Loops, folder: Path, name: str) -> Path | None:
     """Build the module in a child process (numba.pycc and the C compiler; nothing of theirs stays in this
     one) into a scratch folder, then move it into `folder`: a concurrent builder's copy, or a stopped
     build, never leaves a half-written module. None, with the failure recorded, where it fails."""
-    folder.mkdir(parents=True, exist_ok=True)
-    exports = [[e.name, e.source, e.signature()] for e in loops.exports]
-    scratch = Path(tempfile.mkdtemp(prefix="build-", dir=folder))
-    command = [sys.executable, "-m", "quantcore.kernels.build_loops", loops.module, name, str(scratch)]
+    exports = json.dumps([[e.name, e.source, e.signature()] for e in loops.exports])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")])))
     try:
-        exports_json = json.dumps(exports)
+        folder.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="build-", dir=folder))
+    except OSError as error:  # a cache that cannot be written: nothing to record the failure in either
+        return _failed(folder, str(error))
+    command = [sys.executable, "-m", "quantcore.kernels.build_loops", loops.module, name, str(scratch)]
+    try:
         run = subprocess.run(
-            command, input=exports_json, env=env, capture_output=True, text=True, timeout=_BUILD_SECONDS
+            command, input=exports, env=env, capture_output=True, text=True, timeout=_BUILD_SECONDS
         )
         made = _extension_in(scratch, name)
         if run.returncode != 0 or made is None:
@@ -283,7 +286,8 @@ def _build(loops: Loops, folder: Path, name: str) -> Path | None:
 
 
 def _failed(folder: Path, reason: str) -> Path | None:
-    (folder / FAILED).write_text(reason + "\n")
+    with contextlib.suppress(OSError):  # where it can be recorded, no later process tries again
+        (folder / FAILED).write_text(reason + "\n")
     print(
         f"fixpoint: the compiled loops could not be built for this machine ({reason}); numba compiles them"
         f" in each process instead (about 0.4 s). To try again, delete {folder}.",

@@ -129,3 +129,20 @@ def test_a_module_that_cannot_be_built_falls_back_to_the_jit_once_said(
     monkeypatch.setattr(jit, "_build", lambda *args: pytest.fail("built again"))
     jit.functions(broken)  # a later process: the recorded failure, no second try and nothing said
     assert capsys.readouterr().err == ""
+
+
+def test_a_cache_that_cannot_be_written_falls_back_to_the_jit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """$XDG_CACHE_HOME is a file: no folder can be made under it, so nothing is built or recorded; the
+    loops run on numba's JIT, and the reason is said."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    monkeypatch.setattr(jit, "_LOADED", {})
+    x, out = _inputs()
+    assert jit.functions(TOY).scaled_sum(x, 0.5, 1, out) == float(np.sum(x * 0.5))
+    err = capsys.readouterr().err
+    assert err.startswith("fixpoint: the compiled loops could not be built for this machine (")
+    assert "Not a directory" in err
+    assert blocker.read_text() == ""
