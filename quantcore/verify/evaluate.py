@@ -157,9 +157,9 @@ class _Beside:
 BACKGROUND_NICE = 10
 """The summing thread's nice value (Linux, where a thread has its own): where it shares a core with the
 float run, the float run goes first and the figures take what is left, while the int8 thread takes over
-the parts waiting for them (_Beside.help) whenever it waits for the float run. Measured over 10,000
-images, the fastest of four runs: convbn 1.37 -> 1.25 s, outlier 1.39 -> 1.31 s, lenet5 and dscnn
-unchanged."""
+the parts waiting for them (_Beside.help) whenever it waits for the float run. Measured in-process
+(evaluate over 10,000 images, the fastest of four runs): convbn 1.37 -> 1.25 s, outlier 1.39 -> 1.31 s,
+lenet5 and dscnn unchanged."""
 
 
 def _in_the_background() -> None:
