@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-import os
-import sys
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -108,8 +104,8 @@ def evaluate_graphs(
 
 
 class _Beside:
-    """Calls run on one worker thread, in the background (BACKGROUND_NICE), each call's result handed to
-    `fold` on the submitting thread in the order the calls were submitted. evaluate measures one part of a
+    """Calls run on one worker thread, each call's result handed to `fold` on the submitting thread in the
+    order the calls were submitted. evaluate measures one part of a
     batch there while this thread runs the next part's int8 kernels (the compiled sums and numpy's passes
     release the GIL). The submitter runs calls the worker has not started itself where it would otherwise
     wait: past `ahead` calls waiting, and whenever it calls `help` (evaluate: while the float run, which
@@ -118,9 +114,7 @@ class _Beside:
     in the submitting thread's context (contextvars), so it takes the same paths (jit.compiled_loops)."""
 
     def __init__(self, ahead: int, fold: Callable[[Any], None]) -> None:
-        self._pool = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="fixpoint-sums", initializer=_in_the_background
-        )
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fixpoint-sums")
         self._ahead = ahead
         self._fold = fold
         self._pending: deque[_Call] = deque()
@@ -152,22 +146,6 @@ class _Beside:
             for waiting in self._pending:
                 waiting.future.cancel()
             self._pool.shutdown(wait=True)
-
-
-BACKGROUND_NICE = 10
-"""The summing thread's nice value (Linux, where a thread has its own): where it shares a core with the
-float run, the float run goes first and the figures take what is left, while the int8 thread takes over
-the parts waiting for them (_Beside.help) whenever it waits for the float run. Measured in-process
-(evaluate over 10,000 images, the fastest of four runs): convbn 1.37 -> 1.25 s, outlier 1.39 -> 1.31 s,
-lenet5 and dscnn unchanged."""
-
-
-def _in_the_background() -> None:
-    """Lower the calling thread's scheduling priority to BACKGROUND_NICE (Linux only: elsewhere a thread
-    id is no process id, and the call would reach the wrong one)."""
-    if sys.platform == "linux":
-        with contextlib.suppress(OSError):  # a container may refuse it: the figures are the same
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
 
 
 class _Call:

@@ -1,18 +1,16 @@
-"""evaluate's summing thread (verify/evaluate._Beside): calls run on a background worker or, where the
+"""evaluate's summing thread (verify/evaluate._Beside): calls run on a worker thread or, where the
 submitter would wait, on the submitter; either way in the submitter's context, and their results are
 folded in submission order; no more than `ahead` wait; an error reaches the submitter and stops the rest."""
 
 from __future__ import annotations
 
 import contextvars
-import os
-import sys
 import threading
 import time
 
 import pytest
 
-from quantcore.verify.evaluate import BACKGROUND_NICE, _Beside
+from quantcore.verify.evaluate import _Beside
 
 _SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
 
@@ -118,16 +116,3 @@ def test_an_error_reaches_the_submitter_and_stops_the_rest() -> None:
     assert len(ran) == count  # nothing runs after the error reached the submitter
     assert 3 not in ran and {0, 1, 2} <= set(ran)
     assert folded == [0, 1, 2]  # nothing after the failed call is folded
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own nice value is Linux's")
-def test_the_worker_runs_in_the_background() -> None:
-    def nice() -> int:
-        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-    folded: list[int] = []
-    mine = nice()
-    with _Beside(1, folded.append) as beside:
-        beside.submit(nice)
-    assert folded == [min(mine + BACKGROUND_NICE, 19)]
-    assert nice() == mine  # the submitter's own priority is left alone
