@@ -11,9 +11,10 @@ range changes nothing, so wrapping always gives the same integers. requantize_in
 are rearrangements of `requantize` for the same values (their docstrings), so this loop matches them
 too. numba's int64 arithmetic is two's complement like numpy's, `>>` on a signed integer is arithmetic,
 and the int8 cast keeps the low bits (as astype does): tests/kernels/test_compiled.py holds both paths
-to the same bytes. The loops themselves are in quantcore.kernels.numba_loops; LOOPS names them and their
-argument types, under which quantcore.kernels.jit builds them ahead of time (or, where it cannot,
-compiles them with numba in the process). Imported by finish_s8 and depthwise_accumulate, when
+to the same bytes. The depthwise accumulation and arm_avgpool_s8 have a compiled pass here too, held to
+their numpy references the same way. The loops themselves are in quantcore.kernels.numba_loops; LOOPS
+names them and their argument types, under which quantcore.kernels.jit builds them ahead of time (or,
+where it cannot, compiles them with numba in the process). Imported by conv.py and pooling.py where
 quantcore.kernels.jit says so.
 """
 
