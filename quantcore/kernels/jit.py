@@ -1,19 +1,23 @@
-"""Compiled twins of a few numpy passes (numba): the switch that picks them, and numba's loading.
+"""Compiled twins of a few numpy passes (numba): the switch that picks them, and how they are built and
+loaded.
 
 The numpy kernels stay the readable reference. Where a batched evaluation spends its time in a dozen
-numpy passes per element (finish_s8's requantization, the depthwise taps, the metrics' sums), a
-compiled loop computes the same integers (and the same float64 sums, in an order of additions of
-its own) in one pass:
-`quantcore.kernels.compiled` and `quantcore.verify.compiled_sums`. Those modules import numba when they
-are imported, and only the code that runs them imports them (inside a function): `fixpoint --help`,
-`fixpoint check` and the language server never load numba (tests/test_cli_startup.py).
+numpy passes per element (finish_s8's requantization, the depthwise taps, the average pools, the
+metrics' sums), a compiled loop computes the same integers (and the same float64 sums, in an order of
+additions of its own) in one pass: `quantcore.kernels.compiled` and `quantcore.verify.compiled_sums`
+call them, and only the code that runs them imports those (inside a function). The loops' source is in
+`quantcore.kernels.numba_loops` and `quantcore.verify.numba_sums`, which import numba and are imported
+only to build the loops or, where they cannot be built, to run them on numba's JIT: `fixpoint --help`,
+`fixpoint check` and the language server never load numba (tests/test_cli_startup.py), and neither
+does an evaluate whose loops are built.
 
-The same switch and block select quantcore.kernels.int_gemm, the convolutions' integer product on
-onnxruntime (no numba; exact int32 sums where a probe finds this machine's MLAS exact).
+The same switch and block select quantcore.kernels.int_gemm, the integer product of the convolutions
+and fully connected layers on onnxruntime (no numba; exact int32 sums where a probe finds this
+machine's MLAS exact).
 
 The loops run only inside `compiled_loops()`, which `evaluate` opens around its batches when they are
-large enough to repay numba's load (COMPILED_LOOPS_FROM in verify/evaluate.py; why only evaluate: see
-compiled_loops).
+large enough to repay loading them and int_gemm's session (COMPILED_LOOPS_FROM in verify/evaluate.py;
+why only evaluate: see compiled_loops).
 FIXPOINT_JIT=0 in the environment turns them off there too (every caller then takes its numpy path);
 the equality tests use it to hold both paths to the same results, and FIXPOINT_JIT=all runs them
 everywhere (the kernel and conformance suites through them). It is read at each call, so a test can
@@ -77,9 +81,9 @@ _WANTED: ContextVar[bool] = ContextVar("fixpoint_compiled_loops", default=False)
 @contextmanager
 def compiled_loops() -> Iterator[None]:
     """Within this block (in this thread), the kernels and the figures take their compiled loops where
-    `enabled` allows. Only `evaluate` asks: its thousands of samples repay numba's load (about 0.4 s a
-    process, more on a first run), while `quantize` - whose calibration runs are small and whose wall
-    time is a benchmark of its own - stays on numpy and never imports numba."""
+    `enabled` allows. Only `evaluate` asks: its thousands of samples repay loading the loops (and, the
+    first time on a machine, building them: about 8 s), while `quantize` - whose calibration runs are
+    small and whose wall time is a benchmark of its own - stays on numpy and never loads them."""
     token = _WANTED.set(True)
     try:
         yield

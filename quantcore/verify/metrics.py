@@ -119,7 +119,7 @@ class TensorAccumulator:
         (verify/compiled_sums.py), else numpy's passes."""
         found = None
         if jit.enabled():
-            from quantcore.verify import compiled_sums  # loads numba: only here
+            from quantcore.verify import compiled_sums  # the compiled loop: only here (kernels/jit.py)
 
             found = compiled_sums.sums(reference, q, scale, zero_point)
         if found is None or not all(math.isfinite(value) for value in found[0]):

@@ -36,8 +36,22 @@ TOY = Loops(
 )
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A per-user cache for this module's tests (the toy module is built once, about 4 s)."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def cache(shared: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The module's per-user cache, and no loops loaded in this process yet."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    monkeypatch.setattr(jit, "_LOADED", {})
+    return shared
+
+
+@pytest.fixture
+def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A per-user cache of the test's own, and no loops loaded in this process yet."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(jit, "_LOADED", {})
@@ -113,7 +127,7 @@ def test_arguments_of_other_types_are_refused(cache: Path) -> None:
 
 
 def test_a_module_that_cannot_be_built_falls_back_to_the_jit_once_said(
-    cache: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    fresh: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     broken = Loops(TOY.module, (Export("scaled_sum", TOY.exports[0].args, returns="no_such_type"),))
     functions = jit.functions(broken)
