@@ -178,9 +178,9 @@ def _conv_accumulate(
     source: npt.NDArray[Any]
     dtype: type[np.number[Any]]
     product: Callable[[npt.NDArray[Any], npt.NDArray[Any]], npt.NDArray[Any]]
-    if int_gemm.wanted(k):
+    zero_point = int_gemm.zero_point(input_offset)  # an offset check_offsets allows always has one
+    if zero_point is not None and int_gemm.wanted(k):
         # x + 128 as uint8, the offset carried by the product's zero point (the raw padding value).
-        zero_point = 128 - input_offset
         source, fill, offset, dtype, w_cols = int_gemm.to_uint8(x), zero_point, 0, np.uint8, w_int
         product = functools.partial(int_gemm.product, zero_point=zero_point)
         sums: type[np.signedinteger[Any]] = np.int32

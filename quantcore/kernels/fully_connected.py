@@ -70,8 +70,8 @@ def fully_connected_s8(
     lo, hi = args.activation(act_min, act_max)
 
     flat = x.reshape(x.shape[0], depth)
-    zero_point = 128 - in_off  # x + 128 as uint8 against it: x + in_off (quantcore.kernels.int_gemm)
-    if w_off == 0 and 0 <= zero_point <= 255 and int_gemm.wanted(depth):
+    zero_point = int_gemm.zero_point(in_off)
+    if w_off == 0 and zero_point is not None and int_gemm.wanted(depth):
         sums = int_gemm.product(int_gemm.to_uint8(flat), weights.T, zero_point=zero_point)
         quant = (bias, np.broadcast_to(mult, (out_ch,)), np.broadcast_to(shft, (out_ch,)))
         return finish_s8(sums, quant, out_off, (lo, hi), rounding)

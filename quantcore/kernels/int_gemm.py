@@ -42,6 +42,14 @@ def to_uint8(x: npt.NDArray[np.int8]) -> npt.NDArray[np.uint8]:
     return np.bitwise_xor(x.view(np.uint8), np.uint8(0x80))
 
 
+def zero_point(input_offset: int) -> int | None:
+    """The product's zero point for int8 x with `input_offset` added: to_uint8(x) - zero_point is
+    x + input_offset (and a padding of zero_point adds nothing); None for an offset outside [-127, 128],
+    which no uint8 zero point carries."""
+    point = 128 - input_offset
+    return point if 0 <= point <= 255 else None
+
+
 def product(u: npt.NDArray[np.uint8], w: npt.NDArray[np.int8], zero_point: int) -> npt.NDArray[np.int32]:
     """(u - zero_point) @ w, exact: u (M, K) uint8, w (K, N) int8, zero_point in [0, 255]; wanted(K)."""
     session = _session()

@@ -238,14 +238,12 @@ class ClassificationAccumulator:
         self, float_logits: npt.ArrayLike, int8_logits: npt.ArrayLike, labels: npt.ArrayLike | None = None
     ) -> None:
         f, q, classes = _prediction_pair(float_logits, int8_logits)
-        if (labels is None) != (self.labelled == 0) and self.samples > 0:
-            raise MetricsError("labels", "given for some batches but not others; give them for all or none")
-        self.samples += f.size
-        self.agreeing += int(np.count_nonzero(f == q))
+        counted = ClassificationAccumulator(f.size, int(np.count_nonzero(f == q)))
         if labels is not None:
-            self.labelled += f.size
-            self.correct_float += _top1_hits(f, classes, labels)
-            self.correct_int8 += _top1_hits(q, classes, labels)
+            counted.labelled = f.size
+            counted.correct_float = _top1_hits(f, classes, labels)
+            counted.correct_int8 = _top1_hits(q, classes, labels)
+        self.merge(counted)
 
     def merge(self, other: ClassificationAccumulator) -> None:
         """Fold in the counts of other samples (another part of the data, counted elsewhere)."""
