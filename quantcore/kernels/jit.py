@@ -82,7 +82,7 @@ _WANTED: ContextVar[bool] = ContextVar("fixpoint_compiled_loops", default=False)
 def compiled_loops() -> Iterator[None]:
     """Within this block (in this thread), the kernels and the figures take their compiled loops where
     `enabled` allows. Only `evaluate` asks: its thousands of samples repay loading the loops (and, the
-    first time on a machine, building them: about 8 s), while `quantize` - whose calibration runs are
+    first time on a machine, building them: about 9 s), while `quantize` - whose calibration runs are
     small and whose wall time is a benchmark of its own - stays on numpy and never loads them."""
     token = _WANTED.set(True)
     try:

@@ -47,7 +47,7 @@ COMPILED_LOOPS_FROM = 10**7
 """Activation values (samples times the computed layers' values per sample) from which evaluate runs the
 accelerated paths (quantcore.kernels.jit's compiled loops, int_gemm's integer product): they save 2-7 ns
 a value, and cost a process a few milliseconds (importing the built loops, int_gemm's session and probe;
-the first process on a machine builds the loops, about 8 s once). Break-even, measured as whole
+the first process on a machine builds the loops, about 9 s once). Break-even, measured as whole
 `fixpoint evaluate` processes (fastest of three): lenet5 on 1,000 images (8.1e6 values) 0.71 -> 0.69 s
 with them, dscnn on 500 (2.2e7) 1.18 -> 1.14 s; from 2.7e8 values (convbn, 10,000 images) they save a
 third or more. While the loops came from numba's JIT (0.4 s a process to load) this was 6e7."""
