@@ -20,56 +20,77 @@ _nb = jit.numba()
 _CACHE = jit.caching()
 
 
+def _block_py(
+    f_row: npt.NDArray[np.floating[Any]],
+    q_row: npt.NDArray[np.number[Any]],
+    start: int,
+    count: int,
+    zero_point: float,
+    s: float,
+    lanes: npt.NDArray[np.float64],
+) -> None:
+    """Elements start .. start + count of a row into lanes 0 .. count: one operation per lane, which the
+    compiler runs on vector registers without reordering any addition."""
+    ff_l, ee_l, fd_l, dd_l, max_e_l, max_f_l = lanes[0], lanes[1], lanes[2], lanes[3], lanes[4], lanes[5]
+    for lane in range(count):
+        f0 = np.float64(f_row[start + lane])
+        d0 = (np.float64(q_row[start + lane]) - zero_point) * s
+        e0 = f0 - d0
+        ff_l[lane] += f0 * f0
+        ee_l[lane] += e0 * e0
+        fd_l[lane] += f0 * d0
+        dd_l[lane] += d0 * d0
+        # NaN compares false: a NaN leaves the maxima alone (and makes the sums NaN)
+        abs_e, abs_f = abs(e0), abs(f0)
+        max_e_l[lane] = abs_e if abs_e > max_e_l[lane] else max_e_l[lane]
+        max_f_l[lane] = abs_f if abs_f > max_f_l[lane] else max_f_l[lane]
+
+
+_block = _nb.njit(cache=_CACHE, inline="always")(_block_py)
+
+
 def _rows(
     f: npt.NDArray[np.floating[Any]],
     q: npt.NDArray[np.number[Any]],
     zero_point: float,
     scales: npt.NDArray[np.float64],
+    lanes: npt.NDArray[np.float64],
 ) -> tuple[float, float, float, float, float, float]:
-    """The sums and maxima over f (A, C, P) and q (A, P, C) (f[a, c, p] pairs with q[a, p, c]), scale
-    scales[c] (or scales[0] for all): rows (a, c) in order, two accumulators per row (module docstring)."""
-    rows_a, channels, length = f.shape
-    per_channel = scales.size != 1
+    """The sums and maxima over f and q, both (R, L) in the same order (f[r, i] pairs with q[r, i]); row r
+    takes scale scales[r % scales.size]. `lanes` (6, LANES) is scratch: the lane accumulators. Each row's
+    elements go to the lanes in turn (element i to lane i % LANES, full blocks of LANES first, then the
+    tail to the first lanes), a row's total is its lanes added in lane order, and the rows' totals are
+    added in row order (module docstring of compiled_sums). The block's loop is one operation per lane
+    on arrays of lanes: LLVM runs it on vector registers, without reordering any addition."""
+    rows, length = f.shape
+    width = lanes.shape[1]
+    ff_l, ee_l, fd_l, dd_l = lanes[0], lanes[1], lanes[2], lanes[3]
+    lanes[4:] = 0.0  # the maxima
     ff = ee = fd = dd = 0.0
+    for r in range(rows):
+        s = scales[r % scales.size]
+        f_row, q_row = f[r], q[r]
+        for lane in range(width):
+            ff_l[lane] = ee_l[lane] = fd_l[lane] = dd_l[lane] = 0.0
+        start = 0
+        while start + width <= length:  # whole blocks: the loop the compiler runs on vector registers
+            _block(f_row, q_row, start, width, zero_point, s, lanes)
+            start += width
+        _block(f_row, q_row, start, length - start, zero_point, s, lanes)  # the tail, to the first lanes
+        row_ff = row_ee = row_fd = row_dd = 0.0
+        for lane in range(width):
+            row_ff += ff_l[lane]
+            row_ee += ee_l[lane]
+            row_fd += fd_l[lane]
+            row_dd += dd_l[lane]
+        ff += row_ff
+        ee += row_ee
+        fd += row_fd
+        dd += row_dd
     max_e = max_f = 0.0
-    for a in range(rows_a):
-        for c in range(channels):
-            s = scales[c] if per_channel else scales[0]
-            ff0 = ee0 = fd0 = dd0 = 0.0
-            ff1 = ee1 = fd1 = dd1 = 0.0
-            p = 0
-            while p + 1 < length:
-                f0 = np.float64(f[a, c, p])
-                d0 = (np.float64(q[a, p, c]) - zero_point) * s
-                e0 = f0 - d0
-                f1 = np.float64(f[a, c, p + 1])
-                d1 = (np.float64(q[a, p + 1, c]) - zero_point) * s
-                e1 = f1 - d1
-                ff0 += f0 * f0
-                ee0 += e0 * e0
-                fd0 += f0 * d0
-                dd0 += d0 * d0
-                ff1 += f1 * f1
-                ee1 += e1 * e1
-                fd1 += f1 * d1
-                dd1 += d1 * d1
-                max_e = max(max_e, abs(e0), abs(e1))
-                max_f = max(max_f, abs(f0), abs(f1))
-                p += 2
-            if p < length:
-                f0 = np.float64(f[a, c, p])
-                d0 = (np.float64(q[a, p, c]) - zero_point) * s
-                e0 = f0 - d0
-                ff0 += f0 * f0
-                ee0 += e0 * e0
-                fd0 += f0 * d0
-                dd0 += d0 * d0
-                max_e = max(max_e, abs(e0))
-                max_f = max(max_f, abs(f0))
-            ff += ff0 + ff1
-            ee += ee0 + ee1
-            fd += fd0 + fd1
-            dd += dd0 + dd1
+    for lane in range(width):
+        max_e = max(max_e, lanes[4, lane])
+        max_f = max(max_f, lanes[5, lane])
     return ff, ee, fd, dd, max_e, max_f
 
 
