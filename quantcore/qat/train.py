@@ -180,7 +180,8 @@ def _train(
     from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
     torch.manual_seed(options.seed)
-    x = torch.as_tensor(np.ascontiguousarray(to_firmware(net.graph, net.graph.inputs[0], data.x), np.float32))
+    # a copy: a data set's samples are read-only (quantcore.data), and torch warns of sharing those
+    x = torch.tensor(np.asarray(to_firmware(net.graph, net.graph.inputs[0], data.x), np.float32))
     y = torch.as_tensor(data.y if data.y is not None else np.zeros(len(data), np.int64))
     dataset = TensorDataset(x, y)
     sampler: DistributedSampler[Any] = DistributedSampler(

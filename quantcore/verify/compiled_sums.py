@@ -49,7 +49,14 @@ SUMS = jit.Loops(
     tuple(
         Export(
             f"rows_{f}_{q}",
-            (Array(f, 2), Array(q, 2), "float64", Array("float64", 1), Array("float64", 2)),
+            (
+                Array(f, 2),
+                Array(q, 2),
+                "float64",
+                Array("float64", 1),
+                Array("float32", 1),
+                Array("float64", 2),
+            ),
             returns="UniTuple(float64, 6)",
             function="rows",
         )
@@ -68,26 +75,30 @@ def sums(
     q: np.ndarray[Any, Any],
     scale: float | np.ndarray[Any, Any],
     zero_point: int,
+    divisor: np.ndarray[Any, Any] | None = None,
 ) -> Sums | None:
-    """The sums and maxima of metrics._sums for `reference` and (q - zero_point) * scale (scale one float,
-    or one per channel along the last axis), or None where the layouts are not covered (the module
-    docstring) and the caller is to take numpy's path."""
+    """The sums and maxima of metrics._sums for `reference` (divided by `divisor`, float32 per channel
+    along the last axis, when given) and (q - zero_point) * scale (scale one float, or one per channel
+    along the last axis), or None where the layouts are not covered (the module docstring) and the
+    caller is to take numpy's path."""
     scales = np.asarray(scale, dtype=np.float64).reshape(-1)
+    divisors = np.ones(1, np.float32) if divisor is None else divisor.reshape(-1)
     if (
         reference.dtype not in (np.float32, np.float64)
         or q.dtype not in (np.int8, np.int16)
         or reference.shape != q.shape
         or reference.size == 0
-        or (scales.size != 1 and (q.ndim == 0 or scales.size != q.shape[-1]))
+        or any(v.size != 1 and (q.ndim == 0 or v.size != q.shape[-1]) for v in (scales, divisors))
+        or divisors.dtype != np.float32
     ):
         return None
-    arranged = _arranged(reference, q, scales.size != 1)
+    arranged = _arranged(reference, q, scales.size != 1 or divisors.size != 1)
     if arranged is None:
         return None
     f, values = arranged
     loop = getattr(jit.functions(SUMS), f"rows_{f.dtype}_{values.dtype}")
     lanes = _aligned_lanes(LANES if f.shape[1] >= SHORT_ROW else SHORT_LANES)
-    ff, ee, fd, dd, max_e, max_f = loop(f, values, float(zero_point), scales, lanes)
+    ff, ee, fd, dd, max_e, max_f = loop(f, values, float(zero_point), scales, divisors, lanes)
     # NaN compares false in max(): a NaN reference leaves its maximum alone but makes sum f f NaN, which
     # the caller looks for (and then refuses the batch on numpy's path)
     return (0.0 + ff, 0.0 + ee, 0.0 + fd, 0.0 + dd), max_e, max_f
@@ -105,8 +116,8 @@ def _aligned_lanes(width: int) -> np.ndarray[Any, Any]:
 def _arranged(
     reference: np.ndarray[Any, Any], q: np.ndarray[Any, Any], per_channel: bool
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
-    """f and q as (R, L) in f's memory order (q copied into it where it is not), row r of a scale per
-    channel holding channel r % C; None for a layout the loop does not cover."""
+    """f and q as (R, L) in f's memory order (q copied into it where it is not), row r of a scale or
+    divisor per channel holding channel r % C; None for a layout the loop does not cover."""
     order = _memory_order(reference)
     if order is None:
         return None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import contextvars
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from quantcore.ir import Graph, Node
 from quantcore.ir.io_layout import to_firmware
 from quantcore.kernels import jit
 from quantcore.kernels.blas import single_threaded
+from quantcore.passes.equalize import ChannelScaled
 from quantcore.quantize import lowering
 from quantcore.runtime import int8_exec
 from quantcore.runtime.heap import reuse_freed_memory
@@ -74,7 +75,11 @@ def evaluate_graphs(
     progress: bool = False,
 ) -> EvaluationReport:
     layers = [n for n in qgraph.nodes if n.op.computes]
-    sums = _Sums(qgraph, layers)
+    divisors: Mapping[str, np.ndarray] = {}
+    if isinstance(float_model, ChannelScaled):  # its divisions are made in the figures' pass (_Sums)
+        divisors = float_model.divisors
+        float_model = cast(FloatModel, float_model.inner)
+    sums = _Sums(qgraph, layers, divisors)
     compiled = jit.compiled_loops() if worth_compiling(qgraph, layers, len(data)) else nullcontext()
     with reuse_freed_memory(), compiled, _Beside(SUMS_AHEAD, sums.fold) as beside:
         for xs, ys, references in _with_float_run(
@@ -216,8 +221,8 @@ class _Sums:
     sample order (`fold`): a part's sums are its accumulators' only additions to 0.0, so the totals take
     the same additions, in the same order, as accumulating the parts one after the other."""
 
-    def __init__(self, qgraph: Graph, layers: list[Node]) -> None:
-        self.qgraph, self.nodes = qgraph, layers
+    def __init__(self, qgraph: Graph, layers: list[Node], divisors: Mapping[str, np.ndarray]) -> None:
+        self.qgraph, self.nodes, self.divisors = qgraph, layers, divisors
         self.layers = {n.name: TensorAccumulator(n.name) for n in layers}
         self.classes = ClassificationAccumulator()
         self.classifier = is_classifier(qgraph)
@@ -236,8 +241,12 @@ class _Sums:
             quant = qgraph.tensor(out).quant
             assert quant is not None
             scale, zero_point = int8_exec.activation_scale(quant), int(quant.zero_point)
-            measured.layers[node.name].update_quantized(references[out][part], qs[out], scale, zero_point)
+            measured.layers[node.name].update_quantized(
+                references[out][part], qs[out], scale, zero_point, self.divisors.get(out)
+            )
         f_logits = references[out_name][part]
+        if out_name in self.divisors:
+            f_logits = f_logits / self.divisors[out_name]
         n = len(f_logits)
         measured.float_logits = f_logits.reshape(n, -1)
         measured.int8_logits = int8_exec.dequantize_tensor(qgraph, out_name, qs[out_name]).reshape(n, -1)

@@ -111,20 +111,27 @@ class TensorAccumulator:
         self._add(f.size, sums, max_error, _largest_magnitude(given))
 
     def update_quantized(
-        self, reference: np.ndarray, q: np.ndarray, scale: float | np.ndarray, zero_point: int
+        self,
+        reference: np.ndarray,
+        q: np.ndarray,
+        scale: float | np.ndarray,
+        zero_point: int,
+        divisor: np.ndarray | None = None,
     ) -> None:
-        """`update(reference, (q - zero_point) * scale)` for integer `q` (scale one float, or one per
-        channel along the last axis): the same sums, up to the order of float64 additions, in one
-        compiled pass with the dequantization inside it where quantcore.kernels.jit allows
-        (verify/compiled_sums.py), else numpy's passes."""
+        """`update(reference / divisor, (q - zero_point) * scale)` for integer `q` (scale one float, or
+        one per channel along the last axis; the divisor, when given, float32 per channel: an equalized
+        model's, passes.equalize.ChannelScaled): the same sums, up to the order of float64 additions, in
+        one compiled pass with the division and dequantization inside it where quantcore.kernels.jit
+        allows (verify/compiled_sums.py), else numpy's passes."""
         found = None
         if jit.enabled():
             from quantcore.verify import compiled_sums  # the compiled loop: only here (kernels/jit.py)
 
-            found = compiled_sums.sums(reference, q, scale, zero_point)
+            found = compiled_sums.sums(reference, q, scale, zero_point, divisor)
         if found is None or not all(math.isfinite(value) for value in found[0]):
             # numpy's path: also what refuses NaN or infinity, naming the layer
-            self.update(reference, dequantize(q, scale, zero_point))
+            divided = reference if divisor is None else reference / divisor
+            self.update(divided, dequantize(q, scale, zero_point))
             return
         sums, max_error, max_reference = found
         self._add(q.size, sums, max_error, max_reference)

@@ -27,13 +27,15 @@ def _block_py(
     count: int,
     zero_point: float,
     s: float,
+    divisor: np.float32,
     lanes: npt.NDArray[np.float64],
 ) -> None:
     """Elements start .. start + count of a row into lanes 0 .. count: one operation per lane, which the
-    compiler runs on vector registers without reordering any addition."""
+    compiler runs on vector registers without reordering any addition. f is divided by `divisor` in its
+    own type first, as numpy divides it (by 1 where nothing is divided: the same value)."""
     ff_l, ee_l, fd_l, dd_l, max_e_l, max_f_l = lanes[0], lanes[1], lanes[2], lanes[3], lanes[4], lanes[5]
     for lane in range(count):
-        f0 = np.float64(f_row[start + lane])
+        f0 = np.float64(f_row[start + lane] / divisor)
         d0 = (np.float64(q_row[start + lane]) - zero_point) * s
         e0 = f0 - d0
         ff_l[lane] += f0 * f0
@@ -54,29 +56,31 @@ def _rows(
     q: npt.NDArray[np.number[Any]],
     zero_point: float,
     scales: npt.NDArray[np.float64],
+    divisors: npt.NDArray[np.float32],
     lanes: npt.NDArray[np.float64],
 ) -> tuple[float, float, float, float, float, float]:
-    """The sums and maxima over f and q, both (R, L) in the same order (f[r, i] pairs with q[r, i]); row r
-    takes scale scales[r % scales.size]. `lanes` (6, LANES) is scratch: the lane accumulators. Each row's
-    elements go to the lanes in turn (element i to lane i % LANES, full blocks of LANES first, then the
-    tail to the first lanes), a row's total is its lanes added in lane order, and the rows' totals are
-    added in row order (module docstring of compiled_sums). The block's loop is one operation per lane
-    on arrays of lanes: LLVM runs it on vector registers, without reordering any addition."""
+    """The sums and maxima over f / divisor and q, both (R, L) in the same order (f[r, i] pairs with
+    q[r, i]); row r takes scale scales[r % scales.size] and divisor divisors[r % divisors.size].
+    `lanes` (6, LANES) is scratch: the lane accumulators. Each row's elements go to the lanes in turn
+    (element i to lane i % LANES, full blocks of LANES first, then the tail to the first lanes), a row's
+    total is its lanes added in lane order, and the rows' totals are added in row order (module
+    docstring of compiled_sums). The block's loop is one operation per lane on arrays of lanes: LLVM
+    runs it on vector registers, without reordering any addition."""
     rows, length = f.shape
     width = lanes.shape[1]
     ff_l, ee_l, fd_l, dd_l = lanes[0], lanes[1], lanes[2], lanes[3]
     lanes[4:] = 0.0  # the maxima
     ff = ee = fd = dd = 0.0
     for r in range(rows):
-        s = scales[r % scales.size]
+        s, divisor = scales[r % scales.size], divisors[r % divisors.size]
         f_row, q_row = f[r], q[r]
         for lane in range(width):
             ff_l[lane] = ee_l[lane] = fd_l[lane] = dd_l[lane] = 0.0
         start = 0
         while start + width <= length:  # whole blocks: the loop the compiler runs on vector registers
-            _block(f_row, q_row, start, width, zero_point, s, lanes)
+            _block(f_row, q_row, start, width, zero_point, s, divisor, lanes)
             start += width
-        _block(f_row, q_row, start, length - start, zero_point, s, lanes)  # the tail, to the first lanes
+        _block(f_row, q_row, start, length - start, zero_point, s, divisor, lanes)  # the tail
         row_ff = row_ee = row_fd = row_dd = 0.0
         for lane in range(width):
             row_ff += ff_l[lane]

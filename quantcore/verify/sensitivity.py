@@ -271,7 +271,8 @@ def gradient_magnitudes(float_graph: Graph, data: DataSet, batch_size: int = 64)
     for start in range(0, len(data), batch_size):
         x = to_firmware(float_graph, input_name, data.x[start : start + batch_size])
         # The input asks for gradients so that every layer's output is part of the autograd graph.
-        inputs = torch.as_tensor(np.asarray(x, np.float32)).requires_grad_(True)
+        # torch.tensor copies: a data set's samples are read-only (quantcore.data), which torch warns of.
+        inputs = torch.tensor(np.asarray(x, np.float32)).requires_grad_(True)
         env: dict[str, torch.Tensor] = {**constants, input_name: inputs}
         for node in float_graph.nodes:
             env[node.outputs[0]] = OPS[node.op](

@@ -21,10 +21,11 @@ import pytest
 
 from quantcore import pipeline
 from quantcore.kernels import jit
+from quantcore.passes.equalize import ChannelScaled
 from quantcore.quantize.document import from_document
 from quantcore.verify import compiled_sums, evaluate
 from quantcore.verify.metrics import MetricsError, TensorAccumulator
-from tests.onnx_models import depthwise_cnn, small_cnn
+from tests.onnx_models import depthwise_cnn, outlier_cnn, small_cnn
 
 pytestmark = pytest.mark.skipif(not jit.installed(), reason="numba is not installed")
 
@@ -181,6 +182,52 @@ def test_int16_values(monkeypatch: pytest.MonkeyPatch) -> None:
     _within_bound(_compiled(monkeypatch, f, q, 3.1e-5, 0), f, q.astype(np.float64) * 3.1e-5, chain=f.size)
 
 
+@pytest.mark.parametrize("f_layout", ["channels first", "C order"])
+def test_a_divisor_per_channel_divides_the_reference_as_numpy_does(
+    monkeypatch: pytest.MonkeyPatch, f_layout: str
+) -> None:
+    """An equalized model's divisors (float32, one per channel) divide f inside the pass: the same bits
+    as dividing first (numpy's float32 division) and summing rows of the same channels; numpy's path
+    with the divisor gives the same figures up to the order of additions."""
+    rng = np.random.default_rng(10)
+    run = _spread(rng, (5, 12, 9, 9)).astype(np.float32)
+    f = run.transpose(0, 2, 3, 1) if f_layout == "channels first" else np.ascontiguousarray(run)
+    q = _ints(rng, -128, 128, f.shape, np.int8)
+    divisor = rng.uniform(0.02, 50.0, f.shape[-1]).astype(np.float32)
+    divided = f / divisor
+    assert not np.array_equal(divided, f.astype(np.float64) / divisor)  # float32's own rounding matters
+    same_scale = np.full(f.shape[-1], 0.3)  # a scale per channel: the same rows as the divisor's
+    assert compiled_sums.sums(f, q, 0.3, 2, divisor) is not None
+    acc = TensorAccumulator("conv")
+    monkeypatch.setenv(jit.SWITCH, "1")
+    with jit.compiled_loops():
+        acc.update_quantized(f, q, 0.3, 2, divisor)
+    assert _fields(acc) == _fields(_compiled(monkeypatch, divided, q, same_scale, 2))
+    rows = 5 * 12 if f_layout == "channels first" else 12
+    _within_bound(acc, divided, (q.astype(np.float64) - 2) * 0.3, chain=_chain(f.size // rows, rows))
+    monkeypatch.setenv(jit.SWITCH, "0")
+    reference = TensorAccumulator("conv")
+    reference.update_quantized(f, q, 0.3, 2, divisor)
+    numpy_first = TensorAccumulator("conv")
+    numpy_first.update(divided, (q.astype(np.float64) - 2) * 0.3)
+    assert _fields(reference) == _fields(numpy_first)
+
+
+def test_a_divisor_not_float32_is_left_to_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(11)
+    f = _spread(rng, (4, 6, 6, 8)).astype(np.float32)
+    q = _ints(rng, -128, 128, f.shape, np.int8)
+    divisor = rng.uniform(0.5, 2.0, 8)  # float64
+    assert compiled_sums.sums(f, q, 0.1, 0, divisor) is None
+    acc = TensorAccumulator("conv")
+    monkeypatch.setenv(jit.SWITCH, "1")
+    with jit.compiled_loops():
+        acc.update_quantized(f, q, 0.1, 0, divisor)
+    reference = TensorAccumulator("conv")
+    reference.update(f / divisor, q.astype(np.float64) * 0.1)
+    assert _fields(acc) == _fields(reference)
+
+
 @pytest.mark.parametrize("layout", ["f with gaps", "f reversed", "f transposed with gaps", "scale per row"])
 def test_layouts_left_to_numpy_give_its_figures(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
     rng = np.random.default_rng(9)
@@ -254,6 +301,42 @@ def test_evaluate_reports_agree_with_the_loop_on_and_off(
         reports.append(pipeline.evaluate(loaded, document, data, batch_size=48))
     _same_but_rounding(dataclasses.asdict(reports[0]), dataclasses.asdict(reports[1]))
     assert len(reports[0].layers) >= 4 and reports[0].samples == 200
+
+
+class _DividingFirst:
+    """An equalized float model as evaluate took it before its divisions moved into the figures' pass:
+    every activation divided up front (ChannelScaled.activations), behind a type evaluate does not
+    unwrap."""
+
+    def __init__(self, scaled: Any) -> None:
+        self.scaled = scaled
+
+    def activations(self, feeds: dict[str, Array]) -> dict[str, Array]:
+        return dict(self.scaled.activations(feeds))
+
+
+def test_an_equalized_models_divisions_in_the_pass_give_the_figures_of_dividing_first(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    onnx.save(outlier_cnn(), tmp_path / "m.onnx")
+    loaded = pipeline.load_model(tmp_path / "m.onnx")
+    rng = np.random.default_rng(2)
+    shape = (150, *loaded.graph.tensor(loaded.graph.inputs[0]).shape[1:])
+    np.save(tmp_path / "x.npy", rng.uniform(0, 1, shape).astype(np.float32))
+    data = pipeline.load_data(tmp_path / "x.npy", loaded.graph)
+    options = pipeline.QuantizeOptions(equalize=True, bias_correction=False)
+    document = pipeline.quantize(loaded, data, options).document
+    scaled = pipeline.float_model_for(loaded, document)
+    assert isinstance(scaled, ChannelScaled) and len(scaled.divisors) >= 2
+    qgraph = from_document(loaded.graph, document)
+    monkeypatch.setenv(jit.SWITCH, "all")
+    reports = [
+        dataclasses.asdict(
+            evaluate.evaluate_graphs(model, qgraph, data, model="m", params_file="p", batch_size=40)
+        )
+        for model in (scaled, _DividingFirst(scaled))
+    ]
+    _same_but_rounding(reports[0], reports[1])
 
 
 def _same_but_rounding(got: Any, want: Any) -> None:
