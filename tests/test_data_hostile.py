@@ -85,6 +85,33 @@ def test_values_near_float32_max_are_refused(tmp_path: Path) -> None:
         _load(tmp_path / "max.npy")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_non_finite_values_are_counted_wherever_they_are(tmp_path: Path, dtype: type[np.floating]) -> None:
+    x = np.zeros((3, 1, 4, 4), dtype)
+    x[0, 0, 0, 0], x[1, 0, 2, 3], x[2, 0, 3, 3] = np.nan, np.inf, -np.inf
+    np.save(tmp_path / "bad.npy", x)
+    with pytest.raises(DataError, match=r"bad.npy: 3 non-finite values \(NaN/Inf\) in x$"):
+        _load(tmp_path / "bad.npy")
+
+
+def test_integer_samples_at_their_types_ends_load_exactly(tmp_path: Path) -> None:
+    """The range check takes each end as a Python float: int8's -128 has no int8 magnitude to wrap."""
+    x = np.full((2, 1, 4, 4), -128, np.int8)
+    x[1] = 127
+    np.save(tmp_path / "i8.npy", x)
+    loaded = _load(tmp_path / "i8.npy").x
+    assert loaded.dtype == np.float32 and loaded.min() == -128.0 and loaded.max() == 127.0
+
+
+def test_float32_samples_are_read_only_and_not_copied_again(tmp_path: Path) -> None:
+    x = np.arange(32, dtype=np.float32).reshape(2, 1, 4, 4)
+    np.save(tmp_path / "x.npy", x)
+    loaded = _load(tmp_path / "x.npy").x
+    assert not loaded.flags.writeable and loaded.base is not None
+    with pytest.raises(ValueError, match="read-only"):
+        loaded[0, 0, 0, 0] = 1.0
+
+
 def test_pickled_objects_are_refused(tmp_path: Path) -> None:
     np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(DataError, match=r"obj.npy: holds Python objects \(pickles\)"):
