@@ -48,7 +48,7 @@ from quantcore.runtime import int8_exec, tail
 from quantcore.runtime.heap import reuse_freed_memory
 from quantcore.runtime.ir_float import IrFloat
 from quantcore.runtime.onnx_float import OnnxFloat
-from quantcore.verify.evaluate import evaluate_graphs, float_outputs
+from quantcore.verify.evaluate import evaluate_graphs, float_outputs, part_samples
 from quantcore.verify.metrics import output_sqnr_db
 from quantcore.verify.report import EvaluationReport, json_db
 from quantcore.verify.sensitivity import SensitivityReport, gradient_magnitudes, layer_sensitivity
@@ -662,12 +662,13 @@ def evaluate(
     document: Mapping[str, Any],
     data: DataSet,
     params_file: str = "",
-    batch_size: int = 64,
+    batch_size: int | None = None,
     progress: bool = False,
     finetuned: Mapping[str, Any] | None = None,
 ) -> EvaluationReport:
-    """`finetuned`: the fine-tuned weights of a QAT document held in memory; by default they are read
-    from the sidecar file next to `params_file`."""
+    """`batch_size`: samples per part (quantcore.verify.evaluate: part_samples by default). `finetuned`:
+    the fine-tuned weights of a QAT document held in memory; by default they are read from the sidecar
+    file next to `params_file`."""
     check_same_model(model, document, params_file)
     if finetuned is None and params_file:
         finetuned = finetuned_weights(document, params_file)
@@ -678,7 +679,7 @@ def evaluate(
         data,
         model=model.path.name,
         params_file=params_file,
-        batch_size=_whole_inferences(model.graph, batch_size),
+        batch_size=_whole_inferences(model.graph, batch_size or part_samples(qgraph)),
         progress=progress,
     )
 
