@@ -195,7 +195,7 @@ def _conv_accumulate(
     for start in range(0, n, step):
         padded = window.pad_shifted(source[start : start + step], hw, fill, offset, dtype)
         for g in range(groups):
-            cols = window.im2col(padded[..., g * group_ch : (g + 1) * group_ch], hw)
+            cols = _columns(window, padded[..., g * group_ch : (g + 1) * group_ch], hw)
             o = slice(g * out_per_group, (g + 1) * out_per_group)
             products = product(cols.reshape(-1, k), w_cols[:, o]).reshape(*cols.shape[:3], out_per_group)
             if acc is None and step >= n and groups == 1 and products.dtype == sums:
@@ -204,6 +204,17 @@ def _conv_accumulate(
                 acc = np.empty((n, hw[0], hw[1], out_ch), dtype=sums)
             acc[start : start + step, ..., o] = products
     return np.empty((n, hw[0], hw[1], out_ch), dtype=sums) if acc is None else acc
+
+
+def _columns(window: Window, padded: npt.NDArray[Any], hw: Pair) -> npt.NDArray[Any]:
+    """window.im2col, or its compiled loop for a one-channel uint8 input under a window of unit stride and
+    dilation where the loops run (the same bytes: tests/kernels/test_compiled.py)."""
+    unit = window.stride == window.dilation == (1, 1)
+    if unit and padded.shape[3] == 1 and padded.dtype == np.uint8 and jit.enabled():
+        from quantcore.kernels import compiled  # the compiled loops: only here (quantcore.kernels.jit)
+
+        return compiled.one_channel_columns(padded, window, hw)
+    return window.im2col(padded, hw)
 
 
 def depthwise_accumulate(

@@ -141,3 +141,25 @@ def _average_pool(
 
 
 average_pool = _nb.njit(cache=_CACHE, nogil=True)(_average_pool)
+
+
+def _one_channel_columns(
+    padded: npt.NDArray[np.uint8], kernel: npt.NDArray[np.int64], out: npt.NDArray[np.uint8]
+) -> None:
+    """out[n, oy, ox, ky * kw + kx] = padded[n, oy + ky, ox + kx]: a padded one-channel input's im2col
+    columns (Window.im2col's, C = 1) for a window of `kernel` (kh, kw) with unit stride and dilation. The
+    innermost loop runs along an output row, for one tap, on vector registers; with the strides and
+    dilations as variables the compiler kept it scalar (2.3x slower)."""
+    batch = padded.shape[0]
+    _, out_h, out_w, _ = out.shape
+    kh, kw = kernel[0], kernel[1]
+    for n in range(batch):
+        for oy in range(out_h):
+            for ky in range(kh):
+                for kx in range(kw):
+                    tap = ky * kw + kx
+                    for ox in range(out_w):
+                        out[n, oy, ox, tap] = padded[n, oy + ky, ox + kx]
+
+
+one_channel_columns = _nb.njit(cache=_CACHE, nogil=True)(_one_channel_columns)

@@ -1,5 +1,5 @@
-"""The compiled finish_s8, depthwise_accumulate and arm_avgpool_s8 (quantcore.kernels.compiled) compute
-exactly what the numpy reference does.
+"""The compiled finish_s8, depthwise_accumulate, arm_avgpool_s8 and one-channel im2col columns
+(quantcore.kernels.compiled) compute exactly what the numpy reference does.
 
 Both paths run in one process: FIXPOINT_JIT=0 selects the numpy one (quantcore.kernels.jit). The inputs
 cover what the arithmetic can meet: accumulators at INT32_MIN/MAX and beyond int32 (the C's wrap),
@@ -255,3 +255,59 @@ def test_average_pool_compiled_and_numpy_give_the_same_bytes(
             )  # fmt: skip
         assert outs[0].dtype == np.int8
         np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize(
+    ("kernel", "hw"),
+    [((5, 5), (28, 28)), ((3, 3), (14, 14)), ((1, 1), (6, 5)), ((3, 2), (7, 4)), ((10, 4), (5, 9))],
+)
+def test_one_channel_columns_are_im2cols(monkeypatch: pytest.MonkeyPatch, kernel: Pair, hw: Pair) -> None:
+    """The compiled columns of a one-channel uint8 input are Window.im2col's bytes, every tap in its
+    column (a wrong tap order would move values between columns), with rows and columns to spare."""
+    from quantcore.kernels import compiled
+
+    window = Window(kernel=kernel)
+    need = [o + k - 1 for o, k in zip(hw, kernel, strict=True)]
+    rng = np.random.default_rng(sum(need))
+    padded = rng.integers(0, 256, (3, need[0] + 1, need[1] + 2, 1)).astype(np.uint8)
+    monkeypatch.setenv(jit.SWITCH, "1")
+    with jit.compiled_loops():
+        got = compiled.one_channel_columns(padded, window, hw)
+    want = window.im2col(padded, hw)
+    assert got.dtype == np.uint8 and got.shape == (3, *hw, kernel[0] * kernel[1])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_one_channel_convolution_is_the_same_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """arm_convolve_s8 on an image's first layer (1 input channel, padded; unit stride, and strided on
+    numpy's columns), with the compiled columns and the integer product (FIXPOINT_JIT=1) and with numpy's
+    float product (0)."""
+    from quantcore.kernels import compiled, int_gemm
+
+    rng = np.random.default_rng(21)
+    x = rng.integers(-128, 128, (5, 13, 11, 1)).astype(np.int8)
+    w = rng.integers(-128, 128, (7, 5, 3, 1)).astype(np.int8)
+    quant = {
+        "multiplier": rng.integers(1 << 30, 1 << 31, 7).astype(np.int32),
+        "shift": rng.integers(-12, -6, 7).astype(np.int32),
+    }
+    bias = rng.integers(-5000, 5000, 7).astype(np.int32)
+    calls = []
+    columns = compiled.one_channel_columns
+    monkeypatch.setattr(compiled, "one_channel_columns", lambda *a: calls.append(a) or columns(*a))
+    for stride, runs in (((1, 1), 1), ((2, 1), 0)):
+        results, exact = [], []
+        for switch in ("1", "0"):
+            monkeypatch.setenv(jit.SWITCH, switch)
+            with jit.compiled_loops():
+                exact.append(int_gemm.wanted(15))
+                results.append(
+                    conv.convolve_s8(
+                        x, w, bias, **quant, input_offset=128, output_offset=-3, stride=stride, padding=(2, 1)
+                    )
+                )
+        assert exact[1] is False
+        if exact[0]:  # this machine's integer product is exact (its probe): the compiled columns ran
+            assert len(calls) == runs
+        calls.clear()
+        np.testing.assert_array_equal(results[0], results[1])
