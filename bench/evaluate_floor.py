@@ -37,7 +37,7 @@ import evaluate_speed  # noqa: E402  (bench/ is not a package: this script's fol
 import fmnist  # noqa: E402
 
 BATCH = 256
-"""evaluate's float batch: batch_size 64 times verify/evaluate.RUN_BATCHES."""
+"""evaluate's float batch on the benchmark nets: verify/evaluate.PART_SAMPLES."""
 
 
 def parse_args() -> argparse.Namespace:

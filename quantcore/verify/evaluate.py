@@ -123,13 +123,13 @@ def evaluate_graphs(
 
 class _Beside:
     """Calls run on one worker thread, each call's result handed to `fold` on the submitting thread in the
-    order the calls were submitted. evaluate measures one part there
-    while this thread runs the next part's int8 kernels (the compiled sums and numpy's passes
-    release the GIL). The submitter runs calls the worker has not started itself where it would otherwise
-    wait: past `ahead` calls waiting, and whenever it calls `help` (evaluate: while the float run, which
-    shares the second core with the worker, is behind). Folded in submission order, the parts add up in
-    the order a single thread would add them: the same bits wherever each was measured. Each call runs
-    in the submitting thread's context (contextvars), so it takes the same paths (jit.compiled_loops)."""
+    order the calls were submitted. evaluate measures one part there while this thread runs the next part's
+    int8 kernels (the compiled sums and numpy's passes release the GIL). The submitter runs calls the worker
+    has not started itself where it would otherwise wait: past `ahead` calls waiting, and whenever it calls
+    `help` (evaluate: while the float run, which shares the second core with the worker, is behind). Folded in
+    submission order, the parts add up in the order a single thread would add them: the same bits wherever
+    each was measured. Each call runs in the submitting thread's context (contextvars), so it takes the same
+    paths (jit.compiled_loops)."""
 
     def __init__(self, ahead: int, fold: Callable[[Any], None]) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fixpoint-sums")
