@@ -46,8 +46,7 @@ int8 tensors of a part (a byte each) and its float activations (4 bytes each) st
 
 def part_samples(qgraph: Graph) -> int:
     """Samples per part for `qgraph` (PART_SAMPLES, fewer for a large network: PART_VALUES)."""
-    per_sample = _values_per_sample(qgraph, [n for n in qgraph.nodes if n.op.computes])
-    return max(1, min(PART_SAMPLES, PART_VALUES // max(per_sample, 1)))
+    return max(1, min(PART_SAMPLES, PART_VALUES // max(values_per_sample(qgraph), 1)))
 
 
 SUMS_AHEAD = 2
@@ -66,13 +65,18 @@ with them, dscnn on 500 (2.2e7) 1.18 -> 1.14 s; from 2.7e8 values (convbn, 10,00
 third or more. While the loops came from numba's JIT (0.4 s a process to load) this was 6e7."""
 
 
-def worth_compiling(qgraph: Graph, layers: list[Node], samples: int) -> bool:
+def worth_compiling(qgraph: Graph, samples: int) -> bool:
     """Whether evaluating `samples` samples repays loading the compiled loops (COMPILED_LOOPS_FROM)."""
-    return samples * _values_per_sample(qgraph, layers) >= COMPILED_LOOPS_FROM
+    return samples * values_per_sample(qgraph) >= COMPILED_LOOPS_FROM
 
 
-def _values_per_sample(qgraph: Graph, layers: list[Node]) -> int:
-    return sum(int(np.prod(qgraph.tensor(n.outputs[0]).shape[1:])) for n in layers)
+def values_per_sample(qgraph: Graph) -> int:
+    """The activation values one sample gives: the computed layers' outputs, what evaluate measures."""
+    return sum(int(np.prod(qgraph.tensor(n.outputs[0]).shape[1:])) for n in _computed(qgraph))
+
+
+def _computed(qgraph: Graph) -> list[Node]:
+    return [n for n in qgraph.nodes if n.op.computes]
 
 
 class FloatModel(Protocol):
@@ -86,20 +90,21 @@ def evaluate_graphs(
     *,
     model: str,
     params_file: str,
-    batch_size: int = PART_SAMPLES,
+    batch_size: int | None = None,
     progress: bool = False,
 ) -> EvaluationReport:
-    """The report of `data` run through both models in parts of `batch_size` samples (part_samples)."""
-    layers = [n for n in qgraph.nodes if n.op.computes]
+    """The report of `data` run through both models in parts of `batch_size` samples (by default
+    part_samples)."""
+    layers = _computed(qgraph)
     divisors: Mapping[str, np.ndarray] = {}
     if isinstance(float_model, ChannelScaled):  # its divisions are made in the figures' pass (_Sums)
         divisors = float_model.divisors
         float_model = cast(FloatModel, float_model.inner)
     sums = _Sums(qgraph, layers, divisors)
-    compiled = jit.compiled_loops() if worth_compiling(qgraph, layers, len(data)) else nullcontext()
+    compiled = jit.compiled_loops() if worth_compiling(qgraph, len(data)) else nullcontext()
     with reuse_freed_memory(), compiled, _Beside(SUMS_AHEAD, sums.fold) as beside:
         for xs, ys, references in _with_float_run(
-            float_model, qgraph.inputs[0], data, batch_size, progress, beside.help
+            float_model, qgraph.inputs[0], data, batch_size or part_samples(qgraph), progress, beside.help
         ):
             beside.submit(sums.measure, references, _run_int8(qgraph, xs), ys)
     classes, classifier = sums.classes, sums.classifier

@@ -74,8 +74,7 @@ def _rows(
     for r in range(rows):
         s, divisor = scales[r % scales.size], divisors[r % divisors.size]
         f_row, q_row = f[r], q[r]
-        for lane in range(width):
-            ff_l[lane] = ee_l[lane] = fd_l[lane] = dd_l[lane] = 0.0
+        lanes[:4] = 0.0  # the row's sums
         start = 0
         while start + width <= length:  # whole blocks: the loop the compiler runs on vector registers
             _block(f_row, q_row, start, width, zero_point, s, divisor, lanes)

@@ -42,20 +42,23 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+def _as_cache(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`folder` as the per-user cache, and no loops loaded in this process yet."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(folder))
+    monkeypatch.setattr(jit, "_LOADED", {})
+    return folder
+
+
 @pytest.fixture
 def cache(shared: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The module's per-user cache, and no loops loaded in this process yet."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
-    monkeypatch.setattr(jit, "_LOADED", {})
-    return shared
+    """The module's per-user cache."""
+    return _as_cache(shared, monkeypatch)
 
 
 @pytest.fixture
 def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A per-user cache of the test's own, and no loops loaded in this process yet."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(jit, "_LOADED", {})
-    return tmp_path
+    """A per-user cache of the test's own."""
+    return _as_cache(tmp_path, monkeypatch)
 
 
 def _inputs() -> tuple[np.ndarray, np.ndarray]:

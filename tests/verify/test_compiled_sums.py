@@ -365,9 +365,10 @@ def test_evaluate_accelerates_from_ten_million_activation_values(tmp_path: Any) 
     )
     data = pipeline.load_data(tmp_path / "x.npy", loaded.graph)
     qgraph = from_document(loaded.graph, pipeline.quantize(loaded, data).document)
-    layers = [n for n in qgraph.nodes if n.op.computes]
-    per_sample = sum(int(np.prod(qgraph.tensor(n.outputs[0]).shape[1:])) for n in layers)
+    per_sample = sum(
+        int(np.prod(qgraph.tensor(n.outputs[0]).shape[1:])) for n in qgraph.nodes if n.op.computes
+    )
     assert evaluate.COMPILED_LOOPS_FROM == 10**7  # LeNet-5 over 1,250 images (8,094 values each) is above it
     fewest = -(-evaluate.COMPILED_LOOPS_FROM // per_sample)
-    assert evaluate.worth_compiling(qgraph, layers, fewest)
-    assert not evaluate.worth_compiling(qgraph, layers, fewest - 1)
+    assert evaluate.worth_compiling(qgraph, fewest)
+    assert not evaluate.worth_compiling(qgraph, fewest - 1)
